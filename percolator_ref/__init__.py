@@ -1,0 +1,26 @@
+"""percolator_ref: a compact, complete reference implementation of Google's Percolator.
+
+Peng & Dabek, "Large-scale Incremental Processing Using Distributed
+Transactions and Notifications", OSDI 2010. See API.md for the contract and
+the README for a map from the paper's sections and figures to this code.
+"""
+from .bigtable import Bigtable, RowTransaction
+from .checker import CheckReport, History, check_history
+from .clock import ManualClock, WallClock
+from .cluster import Cluster
+from .errors import (ClientCrash, ObserverLoopError, PercolatorError, StoreUnavailable,
+                     TransactionClosed)
+from .lockservice import LockService
+from .model import Cell, Lock, Write, WriteKind
+from .oracle import BatchingOracleClient, TimestampOracle
+from .trace import Change, RowTransactionEvent, Tracer
+from .transaction import CRASH_POINTS, Transaction
+
+__all__ = [
+    "Bigtable", "RowTransaction", "CheckReport", "History", "check_history", "ManualClock",
+    "WallClock", "Cluster", "ClientCrash", "ObserverLoopError", "PercolatorError",
+    "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
+    "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",
+    "Tracer", "CRASH_POINTS", "Transaction",
+]
+__version__ = "0.1.0"

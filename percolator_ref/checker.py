@@ -1,0 +1,213 @@
+"""A snapshot-isolation checker over recorded transaction histories.
+
+Every transaction of a cluster (unless ``Cluster(record_history=False)``)
+records its ``start_ts``, its outcome and ``commit_ts``, each read as
+``(cell, version read, value)`` where the version is the commit timestamp of
+the write record read (None: absent), and its writes. :func:`check_history`
+checks the rules of snapshot isolation and names what breaks them:
+
+- ``G1a aborted read``: a read returned a version whose writer did not commit;
+- ``G1b intermediate read``: the value read is not the value its writer committed;
+- ``future read``: a read returned a version committed after the reader's start;
+- ``stale read``: a read missed the newest version committed before its
+  start (the root of read skew, G-single);
+- ``lost update (P4)`` / ``G0 concurrent writers``: two committed writers of
+  one cell whose [start_ts, commit_ts] intervals overlap (SI's
+  first-committer-wins rule broken);
+- ``timestamp order``: a commit_ts not above its start_ts, or a timestamp
+  given to two transactions.
+
+Write skew (G2-item) is allowed by snapshot isolation and is not reported.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .model import Cell, write_col
+
+
+@dataclass
+class TxnRecord:
+    """What one transaction did, as the checker needs it."""
+    client: str
+    start_ts: int
+    commit_ts: Optional[int] = None
+    status: str = "open"           # open / committed / aborted / crashed
+    reads: list = field(default_factory=list)     # [(cell, version, value)]
+    writes: list = field(default_factory=list)    # [(cell, kind_name, value)]
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
+
+
+class History:
+    """The records of a cluster's transactions, in begin order. Thread-safe."""
+
+    def __init__(self):
+        self.records: list[TxnRecord] = []
+        self._lock = threading.Lock()
+
+    def begin(self, txn) -> TxnRecord:
+        record = TxnRecord(txn.client, txn.start_ts)
+        with self._lock:
+            self.records.append(record)
+        return record
+
+    def finish(self, txn) -> None:
+        record = txn.record
+        record.status, record.commit_ts = txn.status, txn.commit_ts
+        record.writes = [(m.cell, m.kind.name, m.value) for m in txn.writes.values()]
+
+    def resolve_crashed(self, bigtable) -> None:
+        """Settle each crashed transaction by its primary: committed iff it has a write record."""
+        for record in self.records:
+            if record.status != "crashed":
+                continue
+            record.commit_ts = _primary_commit_ts(bigtable, record)
+            record.status = "committed" if record.commit_ts is not None else "aborted"
+
+    def clear(self) -> None:
+        with self._lock:
+            self.records.clear()
+
+    def __len__(self):
+        return len(self.records)
+
+
+def _primary_commit_ts(bigtable, record: TxnRecord) -> Optional[int]:
+    if not record.writes:
+        return None
+    primary: Cell = record.writes[0][0]
+    for commit_ts, write in bigtable.versions(primary.table, primary.row, write_col(primary.column)):
+        if write.start_ts == record.start_ts:
+            return commit_ts
+    return None
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    name: str
+    description: str
+    clients: tuple
+
+
+@dataclass
+class CheckReport:
+    """The checker's verdict: ``ok`` and the anomalies found, by name."""
+    anomalies: list
+    transactions: int
+    committed: int
+    reads: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.anomalies
+
+    def names(self) -> list:
+        return sorted({a.name for a in self.anomalies})
+
+    def __repr__(self):
+        head = (f"snapshot-isolation check: {self.transactions} transactions, "
+                f"{self.committed} committed, {self.reads} reads checked: ")
+        if self.ok:
+            return head + "OK, no anomaly"
+        lines = [head + f"{len(self.anomalies)} anomalies ({', '.join(self.names())})"]
+        lines += [f"  {a.name}: {a.description}" for a in self.anomalies[:20]]
+        return "\n".join(lines)
+
+
+def check_history(records) -> CheckReport:
+    """Check a list of :class:`TxnRecord` (crashed ones resolved first) for SI anomalies."""
+    records = list(records)
+    committed = [r for r in records if r.committed]
+    writers = _committed_writers(committed)
+    by_start = {r.start_ts: r for r in records}
+    anomalies = _check_timestamps(records)
+    anomalies += _check_writers(writers)
+    reads = 0
+    for reader in records:
+        for cell, version, value in reader.reads:
+            reads += 1
+            found = _check_read(reader, cell, version, value, writers.get(cell, []), by_start)
+            if found:
+                anomalies.append(found)
+    return CheckReport(anomalies, len(records), len(committed), reads)
+
+
+def _committed_writers(committed) -> dict:
+    """cell -> [(commit_ts, record, kind, value)] sorted by commit_ts."""
+    writers: dict = {}
+    for r in committed:
+        for cell, kind, value in r.writes:
+            writers.setdefault(cell, []).append((r.commit_ts, r, kind, value))
+    for versions in writers.values():
+        versions.sort(key=lambda v: v[0])
+    return writers
+
+
+def _check_timestamps(records) -> list:
+    anomalies, seen = [], {}
+    for r in records:
+        stamps = [r.start_ts] + ([r.commit_ts] if r.committed and r.commit_ts is not None else [])
+        if r.committed and r.commit_ts is not None and r.commit_ts <= r.start_ts:
+            anomalies.append(Anomaly("timestamp order", f"{r.client} commit_ts {r.commit_ts} "
+                                     f"<= start_ts {r.start_ts}", (r.client,)))
+        for ts in stamps:
+            if ts in seen and seen[ts] is not r:
+                anomalies.append(Anomaly("timestamp order", f"timestamp {ts} given to both "
+                                         f"{seen[ts].client} and {r.client}",
+                                         (seen[ts].client, r.client)))
+            seen[ts] = r
+    return anomalies
+
+
+def _check_writers(writers: dict) -> list:
+    """First committer wins: committed writers of a cell never overlap in time."""
+    anomalies = []
+    for cell, versions in writers.items():
+        for (c1, r1, _, _), (c2, r2, _, _) in zip(versions, versions[1:]):
+            if r2.start_ts < c1:          # r2 started before r1 committed, yet both committed
+                read_it = any(rc == cell for rc, _, _ in r2.reads)
+                name = "lost update (P4)" if read_it else "G0 concurrent writers"
+                anomalies.append(Anomaly(name, f"{r1.client} [{r1.start_ts},{c1}] and "
+                                         f"{r2.client} [{r2.start_ts},{c2}] both committed "
+                                         f"writes to {cell}", (r1.client, r2.client)))
+    return anomalies
+
+
+def _check_read(reader, cell, version, value, versions, by_start) -> Optional[Anomaly]:
+    visible = [v for v in versions if v[0] < reader.start_ts]
+    expected = visible[-1] if visible else None
+    if version is None:
+        if expected is not None and expected[2] != "DELETE":
+            return Anomaly("stale read", f"{reader.client} (start {reader.start_ts}) read {cell} "
+                           f"as absent, but {expected[1].client} committed it at {expected[0]}",
+                           (reader.client, expected[1].client))
+        return None
+    match = next((v for v in versions if v[0] == version), None)
+    if match is None:
+        return _unknown_version(reader, cell, version, by_start)
+    if version > reader.start_ts:
+        return Anomaly("future read", f"{reader.client} (start {reader.start_ts}) read {cell} "
+                       f"@ {version}, committed after its start", (reader.client, match[1].client))
+    if expected is not None and expected[0] != version:
+        return Anomaly("stale read", f"{reader.client} (start {reader.start_ts}) read {cell} "
+                       f"@ {version}, but the newest before its start is @ {expected[0]}",
+                       (reader.client, expected[1].client))
+    if match[3] != value and match[2] != "DELETE":
+        return Anomaly("G1b intermediate read", f"{reader.client} read {value!r} from {cell} "
+                       f"@ {version}; {match[1].client} committed {match[3]!r}",
+                       (reader.client, match[1].client))
+    return None
+
+
+def _unknown_version(reader, cell, version, by_start) -> Anomaly:
+    writer = next((r for r in by_start.values() if r.commit_ts == version), None)
+    if writer is not None and not writer.committed:
+        return Anomaly("G1a aborted read", f"{reader.client} read {cell} @ {version} written by "
+                       f"{writer.client}, which {writer.status}", (reader.client, writer.client))
+    return Anomaly("G1a aborted read", f"{reader.client} read {cell} @ {version}, which no "
+                   f"committed transaction wrote", (reader.client,))

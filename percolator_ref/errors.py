@@ -1,0 +1,31 @@
+"""Exceptions of the public API (all importable from ``percolator_ref``)."""
+
+
+class PercolatorError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class TransactionClosed(PercolatorError):
+    """The transaction was used after ``commit()`` returned or after a crash."""
+
+
+class ClientCrash(PercolatorError):
+    """Raised by ``commit(crash_after=...)``: the client died at that point.
+
+    The store is left exactly as the crashed client left it; ``step`` names
+    the point (or the row-transaction count) at which it stopped.
+    """
+
+    def __init__(self, step, row_transactions):
+        super().__init__(f"client crashed after {step!r} "
+                         f"({row_transactions} row transactions into commit)")
+        self.step = step
+        self.row_transactions = row_transactions
+
+
+class StoreUnavailable(PercolatorError):
+    """The store behind the Bigtable interface cannot be reached."""
+
+
+class ObserverLoopError(PercolatorError):
+    """``run_observers(max_runs=...)`` passed its bound (a self-triggering loop?)."""

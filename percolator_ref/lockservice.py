@@ -1,0 +1,109 @@
+"""The lightweight lock service (the paper's use of Chubby, section 2.2).
+
+Running clients (workers) hold a *liveness token*. The token carries the wall
+time of the client's last heartbeat on the cluster clock; a transaction
+refreshes it at each of its row transactions. Another client judges the
+holder of a lock:
+
+- alive: it has a token, did not crash, and its last heartbeat is at most
+  ``ttl`` seconds old;
+- dead: it crashed (the token vanished with the process), or it went quiet
+  for longer than ``ttl`` (alive but not working, the paper's wall-time rule).
+
+The service also grants named advisory locks (``try_acquire``/``release``):
+the observers' scanner threads use them to claim scanning regions.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class Token:
+    client: str
+    heartbeat: float
+    crashed: bool = False
+
+
+class LockService:
+    """Liveness tokens with a TTL on an injectable clock. Thread-safe."""
+
+    def __init__(self, clock, ttl: float = 10.0):
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+            raise TypeError(f"lock_ttl must be a number of seconds, got {ttl!r}")
+        if ttl <= 0:
+            raise ValueError(f"lock_ttl must be > 0 seconds, got {ttl!r}")
+        self.clock = clock
+        self.ttl = float(ttl)
+        self._tokens: dict[str, Token] = {}
+        self._named: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- liveness tokens -------------------------------------------------
+    def register(self, client: str) -> None:
+        """Create (or renew) ``client``'s token at the current time."""
+        with self._lock:
+            self._tokens[client] = Token(client, self.clock.now())
+
+    def heartbeat(self, client: str) -> None:
+        """Refresh ``client``'s wall time (ignored once it crashed or left)."""
+        token = self._tokens.get(client)
+        if token is not None and not token.crashed:
+            token.heartbeat = self.clock.now()
+
+    def crash(self, client: str) -> None:
+        """``client`` died: from now on it counts as dead."""
+        with self._lock:
+            token = self._tokens.setdefault(client, Token(client, self.clock.now()))
+            token.crashed = True
+
+    def release(self, client: str) -> None:
+        """``client`` finished normally: its token goes away."""
+        with self._lock:
+            self._tokens.pop(client, None)
+
+    def is_alive(self, client: Optional[str]) -> bool:
+        """True while ``client`` holds a token, never crashed, and heartbeat is within the TTL."""
+        token = self._tokens.get(client) if client is not None else None
+        if token is None or token.crashed:
+            return False
+        return self.clock.now() - token.heartbeat <= self.ttl
+
+    def status(self, client: str) -> str:
+        """``"alive"``, ``"crashed"``, ``"expired"`` (TTL passed) or ``"gone"`` (no token)."""
+        token = self._tokens.get(client)
+        if token is None:
+            return "gone"
+        if token.crashed:
+            return "crashed"
+        return "alive" if self.is_alive(client) else "expired"
+
+    def tokens(self) -> dict:
+        """``{client: (age_seconds, status)}`` for display."""
+        now = self.clock.now()
+        return {c: (now - t.heartbeat, self.status(c)) for c, t in sorted(self._tokens.items())}
+
+    # -- named advisory locks ----------------------------------------------
+    def try_acquire(self, name: str, owner: str) -> bool:
+        """Take lock ``name`` for ``owner`` if free, held by ``owner``, or held by a dead owner."""
+        with self._lock:
+            holder = self._named.get(name)
+            if holder is None or holder == owner or not self._alive_unlocked(holder):
+                self._named[name] = owner
+                return True
+            return False
+
+    def release_lock(self, name: str, owner: str) -> None:
+        with self._lock:
+            if self._named.get(name) == owner:
+                del self._named[name]
+
+    def holder(self, name: str) -> Optional[str]:
+        return self._named.get(name)
+
+    def _alive_unlocked(self, client: str) -> bool:
+        token = self._tokens.get(client)
+        return (token is not None and not token.crashed
+                and self.clock.now() - token.heartbeat <= self.ttl)

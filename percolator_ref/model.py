@@ -1,0 +1,118 @@
+"""The protocol's vocabulary: cells, locks, write records (paper Table 1).
+
+A Percolator column ``c`` is stored as several Bigtable columns:
+
+============  ==========================================================
+``c:data``    the value, at the writer's ``start_ts``
+``c:lock``    an uncommitted write; holds a :class:`Lock` (where the primary is)
+``c:write``   committed data; holds a :class:`Write` pointing at ``start_ts``
+``c:notify``  hint: observers of ``c`` may need to run
+``c:ack_O``   observer ``O`` ran; holds the start_ts of its last good run
+============  ==========================================================
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+DEFAULT_TABLE = "default"
+VALUE_TYPES = (str, bytes, int, float, bool)
+
+
+class Cell(NamedTuple):
+    """A Percolator cell ``(table, row, column)``; prints as the paper does (``Bob.bal``)."""
+    table: str
+    row: str
+    column: str
+
+    def __str__(self):
+        prefix = "" if self.table == DEFAULT_TABLE else f"{self.table}/"
+        return f"{prefix}{self.row}.{self.column}"
+
+
+def data_col(column: str) -> str:
+    return f"{column}:data"
+
+
+def lock_col(column: str) -> str:
+    return f"{column}:lock"
+
+
+def write_col(column: str) -> str:
+    return f"{column}:write"
+
+
+def notify_col(column: str) -> str:
+    return f"{column}:notify"
+
+
+def ack_col(column: str, observer: str) -> str:
+    return f"{column}:ack_{observer}"
+
+
+def split_column(bigtable_column: str) -> tuple[str, str]:
+    """``"bal:lock"`` -> ``("bal", "lock")``."""
+    column, _, kind = bigtable_column.partition(":")
+    return column, kind
+
+
+class WriteKind(enum.Enum):
+    """What a write record commits: a value, a delete, or (TiKV-style) a rollback marker."""
+    PUT = "data"
+    DELETE = "delete"
+    ROLLBACK = "rollback"
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write record in ``c:write`` at ``commit_ts``: the data is at ``start_ts``."""
+    start_ts: int
+    kind: WriteKind = WriteKind.PUT
+
+    def __str__(self):
+        return f"{self.kind.value} @ {self.start_ts}"
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A lock in ``c:lock`` at ``start_ts``.
+
+    ``primary`` is the primary cell as ``(table, row, column)`` on every lock,
+    the primary's own included; ``client`` is the holder whose liveness token
+    decides whether the lock may be cleaned up; ``kind`` says what the
+    write record will be if the transaction commits (needed to roll forward).
+    """
+    start_ts: int
+    primary: Cell
+    is_primary: bool
+    client: Optional[str] = None
+    kind: WriteKind = WriteKind.PUT
+
+    def __str__(self):
+        return "I am primary" if self.is_primary else f"primary @ {Cell(*self.primary)}"
+
+
+def check_name(value, argument: str) -> None:
+    """Raise TypeError/ValueError naming ``argument`` unless it is a non-empty str."""
+    if not isinstance(value, str):
+        raise TypeError(f"{argument} must be a non-empty str, got {type(value).__name__} {value!r}")
+    if not value:
+        raise ValueError(f"{argument} must be a non-empty str, got ''")
+
+
+def check_cell(row, column, table) -> Cell:
+    """Validate a cell's names (no ``:`` in a column) and return it as a :class:`Cell`."""
+    check_name(table, "table")
+    check_name(row, "row")
+    check_name(column, "column")
+    if ":" in column:
+        raise ValueError(f"column must not contain ':' (physical columns are "
+                         f"column:data, column:lock, ...), got {column!r}")
+    return Cell(table, row, column)
+
+
+def check_value(value) -> None:
+    if not isinstance(value, VALUE_TYPES):
+        raise TypeError(f"value must be str, bytes, int, float or bool, "
+                        f"got {type(value).__name__} {value!r}")
