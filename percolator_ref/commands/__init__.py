@@ -1,0 +1,1 @@
+"""Subcommands of ``percolator``: one module each, with ``register(subparsers)``."""
