@@ -1,0 +1,71 @@
+# Build, notebook and test commands for the Percolator teaching kit.
+#   make venv         .venv with the pinned requirements and the package (editable)
+#   make lab          JupyterLab on 127.0.0.1 over notebooks/ (token auth on)
+#   make test         pytest tests/, then nbval over notebooks/ and solutions/
+#   make system-deps  Debian's chromium and redis-server (needs root or sudo)
+#   make clean        remove .venv and build/test leftovers
+
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+NB_DIRS := notebooks solutions
+SYSTEM_PKGS := chromium redis-server
+# Extra pytest arguments, e.g. make test PYTEST_ARGS='-m "not slow"'
+PYTEST_ARGS ?=
+
+.PHONY: venv lab test system-deps clean
+
+venv: $(STAMP)
+
+# Re-run only when the pins or the project metadata change. The editable
+# install uses compat mode (a .pth with the repo root), so percolator_ref and
+# its subpackages are importable as they appear, without reinstalling.
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "$(PYTHON) is older than Python 3.11: set PYTHON=/path/to/python3.11"; exit 1; }
+	@$(BIN)/python -c '' 2>/dev/null || { rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
+	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install --config-settings editable_mode=compat -e .
+	touch $@
+
+$(LAB_OVERRIDES): jupyter/overrides.json $(STAMP)
+	install -D -m 644 $< $@
+
+lab: venv $(LAB_OVERRIDES)
+	$(BIN)/jupyter lab --ip=127.0.0.1 notebooks/
+
+# pytest exits 5 when it collects nothing; that is not a failure while a
+# notebook folder is still empty. nbval runs only over folders that hold
+# notebooks (exercises/ is left out: unsolved exercises fail by design).
+test: venv
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	@dirs=""; \
+	for d in $(NB_DIRS); do \
+	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
+	done; \
+	if [ -z "$$dirs" ]; then echo "nbval: no notebooks yet in $(NB_DIRS); skipped"; exit 0; fi; \
+	echo "$(BIN)/python -m pytest --nbval --nbval-current-env$$dirs $(PYTEST_ARGS)"; \
+	$(BIN)/python -m pytest --nbval --nbval-current-env $$dirs $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "nbval: no notebook cells collected in$$dirs"; rc=0; fi; \
+	exit $$rc
+
+system-deps:
+	@command -v dpkg-query >/dev/null || { echo "Not a Debian system: install $(SYSTEM_PKGS) with your package manager."; exit 1; }; \
+	missing=""; \
+	for p in $(SYSTEM_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "system-deps: already installed: $(SYSTEM_PKGS)"; exit 0; fi; \
+	if [ "$$(id -u)" -eq 0 ]; then sudo=""; \
+	elif command -v sudo >/dev/null; then sudo="sudo"; \
+	else echo "system-deps: missing Debian packages:$$missing"; \
+	     echo "Ask an administrator to run: apt-get update && apt-get install -y$$missing"; exit 1; fi; \
+	echo "system-deps: installing$$missing"; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis artifacts
+	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
