@@ -1,0 +1,28 @@
+"""Seeing the protocol: Figure-4 cell tables and a step-by-step transaction stepper.
+
+- :class:`CellTable`: Bigtable drawn as in the paper's Figure 4 (HTML and text);
+- :class:`Table`: a small deterministic result table for notebooks;
+- :class:`Stepper` / :class:`Frame`: transactions under a deterministic
+  scheduler, one single-row Bigtable transaction per frame;
+- :class:`StepperWidget` (``stepper.widget()``): Step, Back, Reset, Crash client;
+- :func:`plot_timeline`: transactions as [start_ts, commit_ts] bars (Figure 3).
+
+Everything here reads the tracer stream and ``Bigtable.dump()``; the
+protocol lives in the core only.
+"""
+from .scenarios import figure4_setup, figure4_stepper, transfer, two_transfers_stepper
+from .stepper import Frame, Stepper, scan_everything
+from .tables import CellTable, Table, format_value
+from .timeline import plot_timeline
+
+
+def __getattr__(name):
+    if name == "StepperWidget":           # ipywidgets only when asked for
+        from .widget import StepperWidget
+        return StepperWidget
+    raise AttributeError(name)
+
+
+__all__ = ["CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
+           "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
+           "two_transfers_stepper", "plot_timeline"]

@@ -1,0 +1,408 @@
+"""Step through transactions one single-row Bigtable transaction at a time.
+
+A :class:`Stepper` runs each transaction script in its own thread and
+installs a scheduler as :attr:`Bigtable.gate`: a script thread parks at the
+gate before every row transaction, and the stepper lets exactly one of them
+go at a time, so the interleaving is whatever the student (or a notebook)
+chooses, the same on every run. Each move is one row transaction; the
+tracer's event for it, the store's ``dump()`` after it and the event's
+``note`` make one :class:`Frame`.
+
+- ``step(who)`` moves transaction ``who`` (a script name or its current
+  client, e.g. ``"T7"``; default: the first runnable one that is not
+  waiting on a lock);
+- ``back()`` / ``goto(i)`` show a stored frame again (nothing re-runs);
+- stepping or crashing from an earlier frame replays the recorded choices on
+  a fresh cluster (deterministic), then branches;
+- ``crash(who)`` kills that transaction's client just before its next row
+  transaction: its thread stops with :class:`~percolator_ref.ClientCrash`,
+  the lock service counts the client dead, and a ``cleaner`` script (by
+  default a transaction that scans every table) is started to meet the
+  locks left behind and clean them up, visibly, frame by frame.
+
+Nothing here knows the protocol: the frames are what the tracer reported.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..clock import ManualClock
+from ..errors import ClientCrash
+from .tables import CellTable
+
+GRANT_TIMEOUT = 30.0      # seconds a move may take before the stepper gives up
+
+
+def scan_everything(cluster) -> bool:
+    """The default cleaner: one transaction that scans every table (meeting every lock)."""
+    t = cluster.begin()
+    for table in cluster.bigtable.tables():
+        t.scan(table)
+    return t.commit()
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One step: who moved, what the tracer reported, the store after it."""
+    index: int
+    actor: Optional[str]          # client that moved ("T7"), None for the initial frame
+    events: tuple                 # RowTransactionEvents of this move (usually one)
+    dump: dict                    # cluster.bigtable.dump() after the move
+    note: str                     # what the protocol did and why
+    status: str                   # one line per script: where it is
+    clock: float                  # cluster clock after the move
+    runnable: tuple = ()          # who can move next (clients, e.g. ("T7", "T8"))
+    action: str = "step"          # "initial", "step" or "crash"
+
+    @property
+    def table(self) -> CellTable:
+        return CellTable(self.dump, self.events, title=self.title)
+
+    @property
+    def title(self) -> str:
+        if self.actor is None:
+            return f"frame {self.index}: initial state"
+        if self.action == "crash":
+            return f"frame {self.index}: {self.actor} crashes"
+        steps = ", ".join(f"{e.step} {e.row}" for e in self.events)
+        return f"frame {self.index}: {self.actor} {steps}".rstrip()
+
+    def __repr__(self):
+        return f"{self.title}\n{self.note}\n{CellTable(self.dump, self.events)!r}"
+
+    def _repr_html_(self):
+        import html
+        return (f"<div><p style='font-family:sans-serif'>{html.escape(self.note)}</p>"
+                f"{self.table._repr_html_()}</div>")
+
+
+@dataclass(eq=False)
+class _Runner:
+    name: str
+    fn: Callable
+    index: int
+    thread: Optional[threading.Thread] = None
+    state: str = "new"            # new / parked / running / done / crashed / failed
+    pending: Optional[tuple] = None   # (client, table, row, step) waiting at the gate
+    client: Optional[str] = None
+    crash_requested: bool = False
+    result: object = None
+    error: Optional[BaseException] = None
+    waited: float = 0.0           # clock seconds spent in the last move (backoff)
+
+    @property
+    def runnable(self) -> bool:
+        return self.state == "parked"
+
+
+class Stepper:
+    """Deterministic stepping of one or more transaction scripts.
+
+    ``scripts``: ``{name: fn(cluster)}`` (or a list of functions), run in that
+    order. ``make_cluster``: a function returning a fresh cluster (default:
+    ``Cluster(first_timestamp=5, clock=ManualClock())``, the paper's Figure 4
+    timestamps). ``setup(cluster)``: runs before the scripts, not stepped
+    (e.g. the initial balances). ``cleaner``: the script started after a
+    crash (None: none).
+    """
+
+    def __init__(self, scripts, setup: Optional[Callable] = None,
+                 make_cluster: Optional[Callable] = None,
+                 cleaner: Optional[Callable] = scan_everything):
+        if callable(scripts):
+            scripts = [scripts]
+        if isinstance(scripts, dict):
+            items = list(scripts.items())
+        else:
+            items = [(getattr(fn, "__name__", f"script{i}"), fn) for i, fn in enumerate(scripts)]
+        if not items:
+            raise ValueError("scripts must name at least one transaction script")
+        for name, fn in items:
+            if not callable(fn):
+                raise TypeError(f"scripts[{name!r}] must be callable fn(cluster), got {fn!r}")
+        if len({n for n, _ in items}) != len(items):
+            raise ValueError("scripts must have distinct names")
+        self._scripts = items
+        self._setup = setup
+        self._make_cluster = make_cluster or _figure4_cluster
+        self._cleaner = cleaner
+        self._cond = threading.Condition()
+        self._turn: Optional[_Runner] = None
+        self.decisions: list = []        # ("step", runner index) / ("crash", runner index)
+        self._start()
+
+    # -- life cycle ----------------------------------------------------------
+    def _start(self) -> None:
+        self.cluster = self._make_cluster()
+        if self._setup is not None:
+            self._setup(self.cluster)
+        self.runners: list[_Runner] = []
+        self._recording = self.cluster.tracer.subscribe(self._on_event)
+        self._events: list = []
+        self.cluster.bigtable.gate = self._gate
+        self.frames: list[Frame] = []
+        self.cursor = 0
+        for name, fn in self._scripts:
+            self._launch(name, fn)
+        self._events.clear()
+        self._add_frame(None, "Initial state. " + self._pending_sentence(), (), "initial")
+
+    def reset(self) -> None:
+        """Back to the initial frame on a fresh cluster; forget the choices made."""
+        self._shutdown()
+        self.decisions = []
+        self._start()
+
+    def close(self) -> None:
+        """Stop the script threads (they are daemons; this just tidies up)."""
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        for runner in self.runners:
+            if runner.state == "parked":
+                runner.crash_requested = True
+                self._grant(runner)
+        self._recording()
+        self.cluster.bigtable.gate = None
+
+    def _launch(self, name: str, fn: Callable) -> _Runner:
+        runner = _Runner(name, fn, len(self.runners))
+        runner.thread = threading.Thread(target=self._run_script, args=(runner,),
+                                         name=f"stepper-{name}", daemon=True)
+        self.runners.append(runner)
+        runner.thread.start()
+        self._grant(runner)          # runs until its first row transaction (or the end)
+        return runner
+
+    # -- the scheduler ---------------------------------------------------------
+    def _gate(self, client, table, row, step) -> None:
+        runner = getattr(_local, "runner", None)
+        if runner is None or runner not in self.runners:
+            return                   # not one of ours (e.g. the notebook inspecting)
+        with self._cond:
+            runner.pending = (client, table, row, step)
+            runner.client = client
+            runner.state = "parked"
+            self._turn = None
+            self._cond.notify_all()
+            while self._turn is not runner:
+                self._cond.wait()
+            runner.state = "running"
+            if runner.crash_requested:
+                raise ClientCrash(f"before {step} {row}", 0)
+
+    def _run_script(self, runner: _Runner) -> None:
+        _local.runner = runner
+        with self._cond:
+            while self._turn is not runner:
+                self._cond.wait()
+            runner.state = "running"
+        state = "done"
+        try:
+            runner.result = runner.fn(self.cluster)
+        except ClientCrash:
+            state = "crashed"
+            if runner.client is not None:
+                self.cluster.lockservice.crash(runner.client)
+        except BaseException as exc:          # shown in the status line, re-raised by step()
+            state, runner.error = "failed", exc
+        finally:
+            with self._cond:
+                runner.state, runner.pending = state, None
+                self._turn = None
+                self._cond.notify_all()
+
+    def _grant(self, runner: _Runner) -> None:
+        """Let ``runner`` run its next row transaction; wait until it parks again or ends."""
+        before = self.cluster.clock.now()
+        with self._cond:
+            self._turn = runner
+            self._cond.notify_all()
+            if not self._cond.wait_for(lambda: self._turn is None, GRANT_TIMEOUT):
+                raise RuntimeError(f"{runner.name} did not reach its next row transaction "
+                                   f"within {GRANT_TIMEOUT} s (blocked outside the stepper?)")
+        runner.waited = self.cluster.clock.now() - before
+        if runner.state == "failed":
+            raise RuntimeError(f"script {runner.name} raised {runner.error!r}") from runner.error
+
+    def _on_event(self, event) -> None:
+        if getattr(_local, "runner", None) in self.runners:
+            self._events.append(event)     # only the scripts' row transactions
+
+    # -- choosing ---------------------------------------------------------------
+    @property
+    def runnable(self) -> list:
+        """Labels (current client, e.g. ``"T7"``) of the transactions that can move."""
+        return [self._label(r) for r in self.runners if r.runnable]
+
+    @property
+    def finished(self) -> bool:
+        return not any(r.runnable for r in self.runners)
+
+    def _label(self, runner: _Runner) -> str:
+        return runner.client or runner.name
+
+    def _find(self, who) -> _Runner:
+        if who is None:
+            ready = [r for r in self.runners if r.runnable]
+            if not ready:
+                raise ValueError("nothing can move: every script has finished")
+            calm = [r for r in ready if not r.waited]
+            return (calm or ready)[0]     # a transaction backing off on a lock yields
+        if not isinstance(who, str):
+            raise TypeError(f"who must be a script name or client like 'T7', got {who!r}")
+        for r in self.runners:
+            if who in (r.name, r.client):
+                if not r.runnable:
+                    raise ValueError(f"who={who!r} cannot move now (it is {r.state})")
+                return r
+        raise ValueError(f"who={who!r} is not one of {[self._label(r) for r in self.runners]}")
+
+    # -- moving -------------------------------------------------------------------
+    def step(self, who: Optional[str] = None) -> Frame:
+        """Move ``who`` by one row transaction and return the new frame.
+
+        From an earlier frame (after ``back()``), the same choice as before
+        just shows the stored next frame; another choice replays and branches.
+        """
+        if self.cursor < len(self.frames) - 1:
+            kind, index = self.decisions[self.cursor]
+            following = self.frames[self.cursor + 1]
+            if kind == "step" and (who is None or who in (self.runners[index].name,
+                                                          following.actor)):
+                self.cursor += 1
+                return self.frame
+            self._branch()
+        runner = self._find(who)
+        self.decisions.append(("step", runner.index))
+        self._move(runner)
+        return self.frame
+
+    def crash(self, who: Optional[str] = None) -> Frame:
+        """Crash ``who``'s client right before its next row transaction."""
+        if self.cursor < len(self.frames) - 1:
+            self._branch()
+        runner = self._find(who)
+        self.decisions.append(("crash", runner.index))
+        self._crash(runner)
+        return self.frame
+
+    def run(self, max_frames: int = 500) -> Frame:
+        """Step with the default choice until every script has finished."""
+        for _ in range(max_frames):
+            if self.finished:
+                return self.frame
+            self.step()
+        raise RuntimeError(f"still running after max_frames={max_frames} steps")
+
+    def back(self) -> Frame:
+        """Show the previous frame (stored: nothing re-runs)."""
+        self.cursor = max(0, self.cursor - 1)
+        return self.frame
+
+    def goto(self, index: int) -> Frame:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"index must be an int, got {index!r}")
+        if not 0 <= index < len(self.frames):
+            raise ValueError(f"index must be in [0, {len(self.frames) - 1}], got {index}")
+        self.cursor = index
+        return self.frame
+
+    def _branch(self) -> None:
+        """Replay the choices up to the cursor on a fresh cluster (deterministic)."""
+        keep = self.decisions[: self.cursor]
+        self.reset()
+        for kind, index in keep:
+            self.decisions.append((kind, index))
+            (self._move if kind == "step" else self._crash)(self.runners[index])
+
+    def _move(self, runner: _Runner) -> None:
+        actor = self._label(runner)
+        self._events.clear()
+        self._grant(runner)
+        events = tuple(self._events)
+        notes = [e.note or str(e) for e in events]
+        if runner.waited:
+            notes.append(f"{actor} backs off {runner.waited:g} s on the clock "
+                         f"(now {self.cluster.clock.now():g} s) before trying again.")
+        if runner.state in ("done", "crashed"):
+            notes.append(f"{runner.name} finished: {self._outcome(runner)}.")
+        text = " ".join(n if n.endswith(".") else n + "." for n in notes)
+        self._add_frame(actor, text or f"{actor} moved.", events)
+
+    def _crash(self, runner: _Runner) -> None:
+        actor, pending = self._label(runner), runner.pending
+        runner.crash_requested = True
+        self._events.clear()
+        self._grant(runner)
+        note = (f"{actor}'s client crashed before its {pending[3]} of {pending[2]}: "
+                f"whatever it wrote stays in Bigtable, and the lock service now counts "
+                f"{actor} as dead.")
+        if self._cleaner is not None and not any(r.name == "cleaner" for r in self.runners):
+            cleaner = self._launch("cleaner", self._cleaner)
+            note += (f" A new transaction {self._label(cleaner)} will read the rows and "
+                     f"clean up what {actor} left behind.")
+        self._add_frame(actor, note, tuple(self._events), "crash")
+
+    def _outcome(self, runner: _Runner) -> str:
+        records = self.cluster.history.records if self.cluster.history is not None else []
+        status = next((r.status for r in reversed(records) if r.client == runner.client), None)
+        if runner.state == "crashed":
+            return "client crashed"
+        return status or f"returned {runner.result!r}"
+
+    # -- frames -------------------------------------------------------------------
+    def _pending_sentence(self) -> str:
+        waiting = [f"{self._label(r)} is about to {r.pending[3]} {r.pending[2]}"
+                   for r in self.runners if r.runnable]
+        return ("; ".join(waiting) + ".") if waiting else ""
+
+    def _status(self) -> str:
+        lines = []
+        for r in self.runners:
+            label = self._label(r)
+            if r.runnable:
+                client, table, row, step = r.pending
+                lines.append(f"{label}: next {step} {row}")
+            else:
+                lines.append(f"{label}: {self._outcome(r)}")
+        return " | ".join(lines)
+
+    def _add_frame(self, actor, note: str, events: tuple = (), action: str = "step") -> None:
+        frame = Frame(len(self.frames), actor, events, self.cluster.bigtable.dump(), note,
+                      self._status(), self.cluster.clock.now(), tuple(self.runnable), action)
+        self.frames.append(frame)
+        self.cursor = frame.index
+
+    @property
+    def frame(self) -> Frame:
+        """The frame shown now (``frames[cursor]``)."""
+        return self.frames[self.cursor]
+
+    @property
+    def table(self) -> CellTable:
+        """The cell table of the frame shown now."""
+        return self.frame.table
+
+    def transcript(self) -> str:
+        """Every frame as text, for a terminal."""
+        return "\n\n".join(repr(f) for f in self.frames)
+
+    def widget(self):
+        """The ipywidgets front end (Step, Back, Reset, Crash client, a frame slider)."""
+        from .widget import StepperWidget
+        return StepperWidget(self)
+
+    def __repr__(self):
+        return (f"<Stepper frame {self.cursor}/{len(self.frames) - 1}: "
+                f"{self.frame.status}>")
+
+
+_local = threading.local()
+
+
+def _figure4_cluster():
+    from ..cluster import Cluster
+    return Cluster(first_timestamp=5, clock=ManualClock())

@@ -1,0 +1,225 @@
+"""Tables that render the same in a notebook (HTML) and a terminal (text).
+
+:class:`CellTable` draws Bigtable the way the paper's Figure 4 does: one row
+per Bigtable row, one column per physical column (``bal:data``,
+``bal:lock``, ``bal:write`` and, when present, ``bal:notify`` /
+``bal:ack_O``), each cell listing its versions newest first as
+``ts: value``. Versions written by the last step are bold; versions the last
+step erased are struck through. It reads only ``Bigtable.dump()`` and the
+tracer's :class:`~percolator_ref.trace.RowTransactionEvent` changes: no
+protocol logic here.
+
+:class:`Table` is a plain result table (headers and rows) for notebooks.
+Both have a deterministic ``_repr_html_`` and a readable ``__repr__`` so
+``pytest --nbval`` can compare them.
+"""
+from __future__ import annotations
+
+import html
+from typing import Iterable, Optional
+
+from ..model import DEFAULT_TABLE
+
+_KIND_ORDER = {"data": 0, "lock": 1, "write": 2, "notify": 3}
+_ALWAYS = ("data", "lock", "write")
+
+_TABLE_STYLE = ("border-collapse:collapse;font-family:monospace;font-size:13px;"
+                "margin:4px 0")
+_CELL_STYLE = "border:1px solid #999;padding:2px 8px;text-align:left;vertical-align:top"
+_HEAD_STYLE = _CELL_STYLE + ";background:#eee"
+
+
+def format_value(value) -> str:
+    """How a stored value reads in a table: locks and write records as the paper prints them."""
+    if isinstance(value, bytes):
+        return repr(value)
+    return str(value)
+
+
+def _kind_key(physical: str):
+    column, _, kind = physical.partition(":")
+    return (column, _KIND_ORDER.get(kind, 4), kind)
+
+
+def _row_label(table: str, row: str, many_tables: bool) -> str:
+    return row if not many_tables and table == DEFAULT_TABLE else f"{table}/{row}"
+
+
+class CellTable:
+    """Figure-4 style view of Bigtable.
+
+    ``dump``: ``{table: {row: {physical_column: [(ts, value), ...]}}}`` as
+    :meth:`Bigtable.dump` returns it (newest first). ``changes``: the
+    :class:`~percolator_ref.trace.RowTransactionEvent` s of the last step
+    (their writes are bold, their erasures struck through). ``title``: a
+    caption. Each Percolator column shows its ``data``, ``lock`` and
+    ``write`` columns even when empty, so tables of successive steps line up.
+    """
+
+    def __init__(self, dump: dict, events: Iterable = (), title: str = ""):
+        if not isinstance(dump, dict):
+            raise TypeError(f"dump must be the dict Bigtable.dump() returns, got {type(dump).__name__}")
+        self.dump = dump
+        self.title = title
+        self.written: set = set()     # (table, row, physical column, ts)
+        self.erased: dict = {}        # (table, row, physical column) -> [(ts, old value)]
+        for event in events:
+            for change in event.changes:
+                key = (event.table, event.row, change.column)
+                if change.erased:
+                    self.erased.setdefault(key, []).append((change.ts, change.old))
+                else:
+                    self.written.add(key + (change.ts,))
+        self.columns = self._columns()
+        self.rows = self._rows()
+
+    @classmethod
+    def from_cluster(cls, cluster, events: Iterable = (), title: str = "") -> "CellTable":
+        """The table of ``cluster.bigtable`` now, with ``events`` marking what changed."""
+        return cls(cluster.bigtable.dump(), events, title)
+
+    # -- layout --------------------------------------------------------------
+    def _columns(self) -> list:
+        physical, logical = set(), set()
+        for rows in self.dump.values():
+            for cells in rows.values():
+                physical.update(cells)
+        for table, row, column in self.erased:
+            physical.add(column)
+        for name in physical:
+            logical.add(name.partition(":")[0])
+        for name in logical:
+            physical.update(f"{name}:{kind}" for kind in _ALWAYS)
+        return sorted(physical, key=_kind_key)
+
+    def _rows(self) -> list:
+        keys = {(t, r) for t, rows in self.dump.items() for r in rows}
+        keys.update((t, r) for t, r, _ in self.erased)
+        return sorted(keys)
+
+    def versions(self, table: str, row: str, column: str) -> list:
+        """``[(ts, value), ...]`` newest first in this table's snapshot."""
+        return list(self.dump.get(table, {}).get(row, {}).get(column, []))
+
+    def cell_lines(self, table: str, row: str, column: str) -> list:
+        """The cell's lines as ``(text, mark)``: mark is "new", "erased" or ""."""
+        lines = [(ts, f"{ts}: {format_value(v)}",
+                  "new" if (table, row, column, ts) in self.written else "")
+                 for ts, v in self.versions(table, row, column)]
+        lines += [(ts, f"{ts}: {format_value(old)}", "erased")
+                  for ts, old in self.erased.get((table, row, column), [])]
+        lines.sort(key=lambda line: -line[0])
+        return [(text, mark) for _, text, mark in lines]
+
+    def cell_text(self, table: str, row: str, column: str) -> str:
+        """Plain text of one cell (versions newest first, one per line)."""
+        return "\n".join(text for text, mark in self.cell_lines(table, row, column)
+                         if mark != "erased")
+
+    # -- rendering -------------------------------------------------------------
+    def _many_tables(self) -> bool:
+        return len({t for t, _ in self.rows}) > 1
+
+    def _repr_html_(self) -> str:
+        many = self._many_tables()
+        out = [f'<table class="percolator-cells" style="{_TABLE_STYLE}">']
+        if self.title:
+            out.append(f'<caption style="text-align:left;font-weight:bold">'
+                       f'{html.escape(self.title)}</caption>')
+        out.append("<thead><tr>" + f'<th style="{_HEAD_STYLE}">row</th>' + "".join(
+            f'<th style="{_HEAD_STYLE}">{html.escape(c)}</th>' for c in self.columns)
+            + "</tr></thead><tbody>")
+        for table, row in self.rows:
+            out.append(f'<tr><th style="{_HEAD_STYLE}">'
+                       f'{html.escape(_row_label(table, row, many))}</th>')
+            for column in self.columns:
+                parts = []
+                for text, mark in self.cell_lines(table, row, column):
+                    text = html.escape(text)
+                    if mark == "new":
+                        text = f"<b>{text}</b>"
+                    elif mark == "erased":
+                        text = f'<s style="color:#a00">{text}</s>'
+                    parts.append(text)
+                out.append(f'<td style="{_CELL_STYLE}">{"<br>".join(parts)}</td>')
+            out.append("</tr>")
+        out.append("</tbody></table>")
+        return "".join(out)
+
+    def __repr__(self) -> str:
+        many = self._many_tables()
+        header = ["row"] + self.columns
+        body = []
+        for table, row in self.rows:
+            cells = [[_row_label(table, row, many)]]
+            for column in self.columns:
+                cells.append([_mark_text(text, mark)
+                              for text, mark in self.cell_lines(table, row, column)] or [""])
+            height = max(len(c) for c in cells)
+            for i in range(height):
+                body.append([c[i] if i < len(c) else "" for c in cells])
+        text = _text_grid(header, body)
+        legend = "(*new* = written by this step, ~erased~ = erased by it)"
+        lines = ([self.title] if self.title else []) + [text]
+        if self.written or self.erased:
+            lines.append(legend)
+        return "\n".join(lines)
+
+
+def _mark_text(text: str, mark: str) -> str:
+    return {"new": f"*{text}*", "erased": f"~{text}~"}.get(mark, text)
+
+
+def _text_grid(header: list, body: list) -> str:
+    widths = [len(h) for h in header]
+    for line in body:
+        widths = [max(w, len(c)) for w, c in zip(widths, line)]
+
+    def fmt(cells):
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(header), rule] + [fmt(line) for line in body])
+
+
+class Table:
+    """A small result table: ``Table(["anomaly", "outcome"], rows, title=...)``.
+
+    Cells are shown with ``str``; ``_repr_html_`` and ``__repr__`` are
+    deterministic. ``rows`` is a list of sequences (or of dicts keyed by header).
+    """
+
+    def __init__(self, headers: list, rows: Iterable, title: str = ""):
+        self.headers = [str(h) for h in headers]
+        self.rows = []
+        for row in rows:
+            if isinstance(row, dict):
+                row = [row.get(h, "") for h in headers]
+            row = list(row)
+            if len(row) != len(self.headers):
+                raise ValueError(f"rows must have {len(self.headers)} cells, got {row!r}")
+            self.rows.append(row)
+        self.title = title
+
+    def column(self, header: str) -> list:
+        i = self.headers.index(header)
+        return [row[i] for row in self.rows]
+
+    def _repr_html_(self) -> str:
+        out = [f'<table class="percolator-table" style="{_TABLE_STYLE}">']
+        if self.title:
+            out.append(f'<caption style="text-align:left;font-weight:bold">'
+                       f'{html.escape(self.title)}</caption>')
+        out.append("<thead><tr>" + "".join(f'<th style="{_HEAD_STYLE}">{html.escape(h)}</th>'
+                                           for h in self.headers) + "</tr></thead><tbody>")
+        for row in self.rows:
+            out.append("<tr>" + "".join(f'<td style="{_CELL_STYLE}">{html.escape(str(c))}</td>'
+                                        for c in row) + "</tr>")
+        out.append("</tbody></table>")
+        return "".join(out)
+
+    def __repr__(self) -> str:
+        grid = _text_grid(self.headers, [[str(c) for c in row] for row in self.rows])
+        return f"{self.title}\n{grid}" if self.title else grid
+
+    def __len__(self):
+        return len(self.rows)
