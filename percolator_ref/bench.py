@@ -1,0 +1,373 @@
+"""The paper's Figure 8 microbenchmark, with the operation counts that explain it.
+
+Section 3.2 of the paper compares raw Bigtable with Percolator on one tablet
+server, data in memory, batching off:
+
+=========  ========  ==========  ========
+           Bigtable  Percolator  Relative
+=========  ========  ==========  ========
+Read/s       15513     14590       0.94
+Write/s      31003      7232       0.23
+=========  ========  ==========  ========
+
+:func:`run_figure8` measures the same four operations on one store in one run
+(ratios, because these machines are noisy):
+
+- a raw single-cell Bigtable read (``cluster.bigtable.read``) and write
+  (``cluster.bigtable.write``);
+- a Percolator single-cell read transaction (``begin`` + ``get`` + ``commit``)
+  and single-cell write transaction (``begin`` + ``set`` + ``commit``);
+
+and beside them the limit (a bare ``dict`` and ``itertools.count`` against
+:meth:`TimestampOracle.get_timestamp`) and what a user would pick for small
+data (SQLite in memory running the same single-cell transactions).
+
+:func:`operation_counts` counts what each operation costs from the tracer
+(row transactions = RPCs, column reads / writes / erases) and the oracle
+(``oracle.calls``). Those counts are where 0.94 and 0.23 come from: a
+Percolator read is one row transaction (reading ``c:lock``, ``c:write``,
+``c:data``) plus one oracle call; a Percolator write is a prewrite (check
+``c:write`` and ``c:lock``, write ``c:data`` and ``c:lock``) and a commit
+(check the lock, write ``c:write``, erase ``c:lock``) plus two oracle calls.
+
+Both of those steps are *conditional mutations* (section 2.5): a read-check
+and a write in one row transaction, one RPC. Without them each check would be
+a separate read RPC before the write; :class:`SeparateChecks` models that
+(a gate that issues the extra read RPC before each check-and-write step) so
+the benchmark can measure what conditional mutations save.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sqlite3
+import statistics
+import threading
+import time
+from typing import Callable, Optional
+
+from .clock import ManualClock
+
+PAPER_FIGURE_8 = {
+    "bigtable_reads_per_s": 15513, "percolator_reads_per_s": 14590, "read_relative": 0.94,
+    "bigtable_writes_per_s": 31003, "percolator_writes_per_s": 7232, "write_relative": 0.23,
+}
+
+TABLE = "bench"          # Percolator cells
+RAW_TABLE = "raw"        # raw Bigtable cells (same store, another table)
+COLUMN = "v"
+
+
+def _check_positive_int(value, argument: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{argument} must be an int, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{argument} must be >= 1, got {value}")
+
+
+# -- the operations -------------------------------------------------------------
+
+class Figure8Store:
+    """One cluster with ``n_rows`` preloaded cells and the four Figure 8 operations.
+
+    Each operation method does exactly one operation on row ``i``; rows are
+    named ``r00000`` ... so every operation touches an existing row.
+    """
+
+    def __init__(self, n_rows: int = 1000, backend=None):
+        from .cluster import Cluster
+        _check_positive_int(n_rows, "n_rows")
+        self.cluster = Cluster(clock=ManualClock(), backend=backend, record_history=False)
+        self.bigtable = self.cluster.bigtable
+        self.rows = [f"r{i:05d}" for i in range(n_rows)]
+        self._raw_ts = itertools.count(1)
+        t = self.cluster.begin()
+        for row in self.rows:
+            t.set(row, COLUMN, 0, table=TABLE)
+        if not t.commit():
+            raise RuntimeError("preload transaction failed")
+        for row in self.rows:
+            self.bigtable.write(RAW_TABLE, row, COLUMN, 0, next(self._raw_ts))
+
+    def bigtable_read(self, i: int):
+        return self.bigtable.read(RAW_TABLE, self.rows[i % len(self.rows)], COLUMN)
+
+    def bigtable_write(self, i: int) -> None:
+        self.bigtable.write(RAW_TABLE, self.rows[i % len(self.rows)], COLUMN, i,
+                            next(self._raw_ts))
+
+    def percolator_get(self, i: int):
+        t = self.cluster.begin()
+        value = t.get(self.rows[i % len(self.rows)], COLUMN, table=TABLE)
+        t.commit()
+        return value
+
+    def percolator_write(self, i: int) -> bool:
+        t = self.cluster.begin()
+        t.set(self.rows[i % len(self.rows)], COLUMN, i, table=TABLE)
+        return t.commit()
+
+
+OPERATIONS = ("bigtable_read", "bigtable_write", "percolator_get", "percolator_write")
+
+
+# -- conditional mutations ---------------------------------------------------------
+
+class SeparateChecks:
+    """A Bigtable gate modelling a store WITHOUT conditional mutations.
+
+    Before each row transaction whose step both checks and writes (prewrite,
+    commit of the primary, rollbacks, cleanup), it first runs a separate
+    read-only row transaction on the same row (step ``"separate-read"``): the
+    read RPC a client would need if the check could not travel with the
+    write. Install with ``bigtable.gate = SeparateChecks(bigtable)``.
+    """
+
+    CHECK_AND_WRITE = frozenset({"prewrite-primary", "prewrite-secondary", "commit-primary",
+                                 "abort-rollback", "cleanup-primary", "roll-forward",
+                                 "roll-back"})
+
+    def __init__(self, bigtable, inner: Optional[Callable] = None):
+        self.bigtable, self.inner = bigtable, inner
+        self._local = threading.local()
+
+    def __call__(self, client, table, row, step):
+        if self.inner is not None:
+            self.inner(client, table, row, step)
+        if step not in self.CHECK_AND_WRITE or getattr(self._local, "busy", False):
+            return
+        self._local.busy = True
+        try:
+            with self.bigtable.row_transaction(table, row, client=client,
+                                               step="separate-read") as rt:
+                rt.columns()
+        finally:
+            self._local.busy = False
+
+
+def rpcs_without_conditional_mutations(events) -> int:
+    """RPCs if every row transaction that reads AND changes cells were a read RPC plus a write RPC."""
+    return sum(2 if (e.reads and e.changes) else 1 for e in events)
+
+
+# -- counting ----------------------------------------------------------------------
+
+def count_operation(store: Figure8Store, operation: str, i: int = 0) -> dict:
+    """Exact cost of one ``operation``: row transactions, column ops, oracle calls, RPC models."""
+    if operation not in OPERATIONS:
+        raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
+    cluster = store.cluster
+    cluster.tracer.reset_counts()
+    calls_before = cluster.oracle.calls
+    with cluster.tracer.record() as events:
+        getattr(store, operation)(i)
+    counts = cluster.tracer.counts.snapshot()
+    counts["oracle_calls"] = cluster.oracle.calls - calls_before
+    counts["rpcs_with_conditional_mutations"] = len(events)
+    counts["rpcs_without_conditional_mutations"] = rpcs_without_conditional_mutations(events)
+    counts["column_ops"] = counts["reads"] + counts["writes"] + counts["erases"]
+    return counts
+
+
+def operation_counts(n_rows: int = 10, backend=None) -> dict:
+    """``{operation: counts}`` for the four Figure 8 operations, each on a fresh store."""
+    return {op: count_operation(Figure8Store(n_rows, backend), op) for op in OPERATIONS}
+
+
+# -- timing ------------------------------------------------------------------------
+
+def _rate(fn: Callable, n: int, start: int = 0, tick: Optional[Callable] = None) -> float:
+    """Operations per second of ``fn(i)`` for ``i`` in ``range(start, start + n)``."""
+    t0 = time.perf_counter()
+    for i in range(start, start + n):
+        fn(i)
+    elapsed = time.perf_counter() - t0
+    if tick is not None:
+        tick(n)
+    return n / elapsed if elapsed > 0 else float("inf")
+
+
+def _sqlite_ops():
+    """Single-cell read and write transactions on SQLite in memory (autocommit off per txn)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.execute("CREATE TABLE cells (row TEXT PRIMARY KEY, v INTEGER)")
+    conn.executemany("INSERT INTO cells VALUES (?, 0)", [(f"r{i:05d}",) for i in range(1000)])
+    rows = [f"r{i:05d}" for i in range(1000)]
+
+    def read(i):
+        conn.execute("BEGIN")
+        value = conn.execute("SELECT v FROM cells WHERE row = ?", (rows[i % 1000],)).fetchone()
+        conn.execute("COMMIT")
+        return value
+
+    def write(i):
+        conn.execute("BEGIN")
+        conn.execute("UPDATE cells SET v = ? WHERE row = ?", (i, rows[i % 1000]))
+        conn.execute("COMMIT")
+    return read, write
+
+
+def _check_latency(latency) -> None:
+    if isinstance(latency, bool) or not isinstance(latency, (int, float)):
+        raise TypeError(f"latency must be a number of seconds, got {latency!r}")
+    if latency < 0:
+        raise ValueError(f"latency must be >= 0 seconds, got {latency!r}")
+
+
+def _stores(n_rows: int, backend, latency: float):
+    store = Figure8Store(n_rows, backend)
+    split = Figure8Store(n_rows, backend)
+    split.bigtable.gate = SeparateChecks(split.bigtable, split.bigtable.gate)
+    store.bigtable.latency = split.bigtable.latency = latency
+    return store, split
+
+
+def _measure(timed: dict, ops: int, rounds: int, desc: str, progress: bool) -> dict:
+    """Median ops/s per entry of ``timed``, the entries interleaved in each round."""
+    from tqdm.auto import tqdm
+    samples = {name: [] for name in timed}
+    with tqdm(total=ops * rounds * len(timed), desc=desc, unit="op",
+              disable=not progress, leave=False) as bar:
+        for r in range(rounds):
+            for name, fn in timed.items():
+                samples[name].append(_rate(fn, ops, r * ops, bar.update))
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def run_modeled_latency(latency: float = 0.0002, ops: int = 300, rounds: int = 3,
+                        n_rows: int = 1000, backend=None, progress: bool = True) -> dict:
+    """Figure 8 where every row transaction also pays a modeled round trip of ``latency`` s.
+
+    The paper's tablet server was RPC-bound; an in-process store is CPU-bound.
+    Sleeping ``latency`` per row transaction (outside the store's lock) puts
+    the round trip back, so the ratios follow the RPC counts.
+    """
+    _check_latency(latency)
+    for value, name in ((ops, "ops"), (rounds, "rounds"), (n_rows, "n_rows")):
+        _check_positive_int(value, name)
+    store, split = _stores(n_rows, backend, latency)
+    rates = _measure({
+        "bigtable_reads_per_s": store.bigtable_read,
+        "bigtable_writes_per_s": store.bigtable_write,
+        "percolator_reads_per_s": store.percolator_get,
+        "percolator_writes_per_s": store.percolator_write,
+        "percolator_writes_per_s_without_conditional_mutations": split.percolator_write,
+    }, ops, rounds, f"figure 8, {latency * 1e6:.0f} us/RPC", progress)
+    result = {"latency_s": latency, "ops": ops, "rounds": rounds}
+    result.update({k: round(v, 1) for k, v in rates.items()})
+    _add_relatives(result, rates)
+    return result
+
+
+def _add_relatives(result: dict, rates: dict) -> None:
+    result["read_relative"] = round(rates["percolator_reads_per_s"]
+                                    / rates["bigtable_reads_per_s"], 3)
+    result["write_relative"] = round(rates["percolator_writes_per_s"]
+                                     / rates["bigtable_writes_per_s"], 3)
+    result["write_relative_without_conditional_mutations"] = round(
+        rates["percolator_writes_per_s_without_conditional_mutations"]
+        / rates["bigtable_writes_per_s"], 3)
+
+
+def run_figure8(ops: int = 3000, rounds: int = 3, n_rows: int = 1000, backend=None,
+                progress: bool = True, latency: float = 0.0) -> dict:
+    """Measure Figure 8 (and the limit, SQLite, and no conditional mutations) in one run.
+
+    Each of the ``rounds`` times every operation ``ops`` times, interleaved, so
+    that machine noise hits all of them alike; rates are the median over the
+    rounds. ``latency`` adds a modeled round trip per row transaction.
+    Returns one flat dict (see ``percolator bench --json``).
+    """
+    _check_positive_int(ops, "ops")
+    _check_positive_int(rounds, "rounds")
+    _check_positive_int(n_rows, "n_rows")
+    _check_latency(latency)
+    store, split = _stores(n_rows, backend, latency)
+    oracle, counter = store.cluster.oracle, itertools.count()
+    bare = {row: 0 for row in store.rows}
+    keys = store.rows
+    sqlite_read, sqlite_write = _sqlite_ops()
+    timed = {
+        "bigtable_reads_per_s": store.bigtable_read,
+        "bigtable_writes_per_s": store.bigtable_write,
+        "percolator_reads_per_s": store.percolator_get,
+        "percolator_writes_per_s": store.percolator_write,
+        "percolator_writes_per_s_without_conditional_mutations": split.percolator_write,
+        "dict_reads_per_s": lambda i: bare[keys[i % n_rows]],
+        "dict_writes_per_s": lambda i: bare.__setitem__(keys[i % n_rows], i),
+        "itertools_count_per_s": lambda i: next(counter),
+        "oracle_timestamps_per_s": lambda i: oracle.get_timestamp(),
+        "sqlite_reads_per_s": sqlite_read,
+        "sqlite_writes_per_s": sqlite_write,
+    }
+    t_start = time.perf_counter()
+    rates = _measure(timed, ops, rounds, "figure 8", progress)
+    result = {"backend": backend or "memory", "latency_s": latency, "ops": ops,
+              "rounds": rounds, "n_rows": n_rows,
+              "seconds": round(time.perf_counter() - t_start, 3), "cpu_count": os.cpu_count()}
+    result.update({k: round(v, 1) for k, v in rates.items()})
+    _add_relatives(result, rates)
+    result["percolator_vs_sqlite_read"] = round(rates["percolator_reads_per_s"]
+                                                / rates["sqlite_reads_per_s"], 3)
+    result["percolator_vs_sqlite_write"] = round(rates["percolator_writes_per_s"]
+                                                 / rates["sqlite_writes_per_s"], 3)
+    result["bigtable_vs_dict_read"] = round(rates["bigtable_reads_per_s"]
+                                            / rates["dict_reads_per_s"], 4)
+    result["bigtable_vs_dict_write"] = round(rates["bigtable_writes_per_s"]
+                                             / rates["dict_writes_per_s"], 4)
+    result["oracle_vs_itertools_count"] = round(rates["oracle_timestamps_per_s"]
+                                                / rates["itertools_count_per_s"], 4)
+    result["counts"] = operation_counts(backend=backend)
+    result["paper"] = dict(PAPER_FIGURE_8)
+    return result
+
+
+def rpc_model(counts: dict) -> dict:
+    """Relative write throughput predicted if each RPC (row transaction) cost the same.
+
+    Oracle calls are left out (the paper's oracle batches them to near-free).
+    """
+    raw = counts["bigtable_write"]["rpcs_with_conditional_mutations"]
+    get = counts["percolator_get"]["rpcs_with_conditional_mutations"]
+    with_cm = counts["percolator_write"]["rpcs_with_conditional_mutations"]
+    without = counts["percolator_write"]["rpcs_without_conditional_mutations"]
+    raw_read = counts["bigtable_read"]["rpcs_with_conditional_mutations"]
+    return {"read_relative": raw_read / get, "write_relative": raw / with_cm,
+            "write_relative_without_conditional_mutations": raw / without}
+
+
+def figure8_rows(result: dict) -> list:
+    """``[(label, bigtable/s, percolator/s, relative, paper relative)]`` for a table."""
+    return [("Read/s", result["bigtable_reads_per_s"], result["percolator_reads_per_s"],
+             result["read_relative"], PAPER_FIGURE_8["read_relative"]),
+            ("Write/s", result["bigtable_writes_per_s"], result["percolator_writes_per_s"],
+             result["write_relative"], PAPER_FIGURE_8["write_relative"])]
+
+
+def format_report(result: dict) -> str:
+    """A plain-text report of :func:`run_figure8` (plus optional modeled-latency run)."""
+    lines = [f"Figure 8 on backend {result['backend']} "
+             f"({result['ops']} ops x {result['rounds']} rounds, median)",
+             f"{'':8} {'Bigtable':>12} {'Percolator':>12} {'Relative':>9} {'Paper':>6}"]
+    runs = [("in-process store", result)]
+    if "modeled_latency" in result:
+        m = result["modeled_latency"]
+        runs.append((f"with {m['latency_s'] * 1e6:.0f} us modeled round trip per RPC", m))
+    for title, run in runs:
+        lines.append(f"-- {title}")
+        for label, bt, pc, rel, paper in figure8_rows(run):
+            lines.append(f"{label:8} {bt:12.0f} {pc:12.0f} {rel:9.3f} {paper:6.2f}")
+        lines.append(f"{'':8} write relative without conditional mutations: "
+                     f"{run['write_relative_without_conditional_mutations']:.3f}")
+    lines.append("-- cost per operation (row transactions = RPCs)")
+    lines.append(f"{'':18} {'RPCs':>5} {'no-CM':>6} {'reads':>6} {'writes':>7} {'erases':>7} "
+                 f"{'oracle':>7}")
+    for op, c in result["counts"].items():
+        lines.append(f"{op:18} {c['row_transactions']:5} "
+                     f"{c['rpcs_without_conditional_mutations']:6} {c['reads']:6} "
+                     f"{c['writes']:7} {c['erases']:7} {c['oracle_calls']:7}")
+    lines.append("-- the limit and SQLite in memory (ops/s)")
+    for key in ("dict_reads_per_s", "dict_writes_per_s", "itertools_count_per_s",
+                "oracle_timestamps_per_s", "sqlite_reads_per_s", "sqlite_writes_per_s"):
+        lines.append(f"{key:28} {result[key]:14.0f}")
+    return "\n".join(lines)

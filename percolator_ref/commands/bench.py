@@ -1,0 +1,50 @@
+"""``percolator bench``: the paper's Figure 8, with operation counts (see percolator_ref.bench)."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "bench", help="Figure 8: raw Bigtable vs Percolator reads/s and writes/s",
+        description="Measure raw single-cell Bigtable reads/writes against Percolator "
+                    "single-cell read and write transactions on the same store, beside the "
+                    "paper's 0.94 and 0.23; also a bare dict, itertools.count and SQLite in "
+                    "memory, and the count of row transactions and oracle calls per operation.")
+    p.add_argument("--quick", action="store_true", help="a short run (under 30 s)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--backend", default=None,
+                   help="store URL passed to Cluster(backend=...), e.g. redis://127.0.0.1:6390/0")
+    p.add_argument("--ops", type=int, default=None, help="operations per measurement")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (median)")
+    p.add_argument("--latency", type=float, default=0.0,
+                   help="modeled round trip per row transaction in the main run (seconds)")
+    p.add_argument("--model-latency", type=float, default=0.0002,
+                   help="also run with this modeled round trip per row transaction "
+                        "(seconds; 0 to skip)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .. import bench
+    ops = args.ops or (2000 if args.quick else 20000)
+    rounds = args.rounds or (3 if args.quick else 5)
+    progress = not args.no_progress
+    try:
+        result = bench.run_figure8(ops=ops, rounds=rounds, backend=args.backend,
+                                   latency=args.latency, progress=progress)
+        if args.model_latency:
+            result["modeled_latency"] = bench.run_modeled_latency(
+                args.model_latency, ops=max(ops // 10, 50), rounds=rounds,
+                backend=args.backend, progress=progress)
+    except (TypeError, ValueError) as e:
+        print(f"percolator bench: {e}", file=sys.stderr)
+        return 2
+    result["rpc_model"] = bench.rpc_model(result["counts"])
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print(bench.format_report(result))
+    return 0

@@ -1,0 +1,1 @@
+"""Workloads over the reference implementation: the TPC-E-style trading workload (tpce)."""
