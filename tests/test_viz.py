@@ -1,0 +1,242 @@
+"""Cell tables, the deterministic stepper and its widget (no browser)."""
+import pytest
+
+from percolator_ref import Cluster, ManualClock
+from percolator_ref.viz import (CellTable, Stepper, Table, figure4_setup, figure4_stepper,
+                                transfer, two_transfers_stepper)
+
+
+@pytest.fixture
+def stepper():
+    s = figure4_stepper()
+    yield s
+    s.close()
+
+
+def cell(frame, row, column):
+    return frame.table.cell_text("default", row, column)
+
+
+# -- CellTable -------------------------------------------------------------------
+
+def test_cell_table_lists_versions_newest_first_as_ts_colon_value():
+    cluster = Cluster(first_timestamp=5, clock=ManualClock())
+    figure4_setup(cluster)
+    table = CellTable.from_cluster(cluster)
+    assert table.columns == ["bal:data", "bal:lock", "bal:write"]
+    assert table.cell_text("default", "Bob", "bal:data") == "5: 10"
+    assert table.cell_text("default", "Bob", "bal:write") == "6: data @ 5"
+    assert table.cell_text("default", "Bob", "bal:lock") == ""
+
+
+def test_cell_table_html_and_text_are_deterministic_and_mark_the_last_step():
+    cluster = Cluster(first_timestamp=5, clock=ManualClock())
+    figure4_setup(cluster)
+    t = cluster.begin()
+    t.set("Bob", "bal", 3)
+    with cluster.tracer.record() as events:
+        t.commit()
+    table = CellTable.from_cluster(cluster, events)
+    again = CellTable.from_cluster(cluster, events)
+    assert table._repr_html_() == again._repr_html_()
+    assert "<b>8: data @ 7</b>" in table._repr_html_()
+    assert "<s" in table._repr_html_() and "7: I am primary" in table._repr_html_()
+    assert "*8: data @ 7*" in repr(table)
+    assert "~7: I am primary~" in repr(table)
+    assert "0x" not in repr(table)
+
+
+def test_cell_table_shows_notify_and_ack_columns_when_present():
+    cluster = Cluster(first_timestamp=1, clock=ManualClock())
+    t = cluster.begin()
+    t.set("doc", "body", "hi")
+    t.notify("doc", "body")
+    t.commit()
+    cluster.bigtable.write("default", "doc", "body:ack_O", 1, 3)
+    table = CellTable.from_cluster(cluster)
+    assert table.columns == ["body:data", "body:lock", "body:write", "body:notify", "body:ack_O"]
+
+
+def test_cell_table_rejects_a_non_dict_dump():
+    with pytest.raises(TypeError, match="dump"):
+        CellTable([("Bob", 1)])
+
+
+def test_table_renders_rows_and_rejects_ragged_rows():
+    t = Table(["anomaly", "outcome"], [("G0", "prevented"), {"anomaly": "G2-item",
+                                                               "outcome": "allowed"}])
+    assert "G2-item  allowed" in repr(t)
+    assert "<td" in t._repr_html_() and t.column("outcome") == ["prevented", "allowed"]
+    with pytest.raises(ValueError, match="rows"):
+        Table(["a", "b"], [(1,)])
+
+
+# -- Stepper: Figure 4 --------------------------------------------------------------
+
+def test_figure4_frames_are_one_row_transaction_each_in_protocol_order(stepper):
+    stepper.run()
+    steps = [(f.actor, f.events[0].step, f.events[0].row) for f in stepper.frames[1:]]
+    assert steps == [("T7", "get", "Bob"), ("T7", "get", "Joe"),
+                     ("T7", "prewrite-primary", "Bob"), ("T7", "prewrite-secondary", "Joe"),
+                     ("T7", "commit-primary", "Bob"), ("T7", "commit-secondary", "Joe")]
+    assert all(len(f.events) == 1 for f in stepper.frames[1:])
+
+
+def test_figure4_frames_show_the_papers_cells(stepper):
+    stepper.run()
+    f = stepper.frames
+    assert cell(f[3], "Bob", "bal:lock") == "7: I am primary"
+    assert cell(f[3], "Bob", "bal:data") == "7: 3\n5: 10"
+    assert cell(f[4], "Joe", "bal:lock") == "7: primary @ Bob.bal"
+    assert cell(f[5], "Bob", "bal:write") == "8: data @ 7\n6: data @ 5"
+    assert cell(f[5], "Bob", "bal:lock") == "" and cell(f[5], "Joe", "bal:lock") != ""
+    assert cell(f[6], "Joe", "bal:write") == "8: data @ 7\n6: data @ 5"
+    assert "no lock" in f[4].note and "primary Bob.bal" in f[4].note
+    assert "commit point" in f[5].note
+
+
+def test_back_shows_the_stored_frame_exactly_and_step_forward_reuses_it(stepper):
+    for _ in range(4):
+        stepper.step()
+    shown = repr(stepper.frame)
+    stepper.back()
+    assert stepper.cursor == 3
+    stepper.step()
+    assert repr(stepper.frame) == shown and len(stepper.frames) == 5
+
+
+def test_reset_replays_identically(stepper):
+    stepper.run()
+    first = stepper.transcript()
+    stepper.reset()
+    assert len(stepper.frames) == 1
+    stepper.run()
+    assert stepper.transcript() == first
+
+
+def test_bad_choice_names_the_argument(stepper):
+    with pytest.raises(ValueError, match="who"):
+        stepper.step("T99")
+    with pytest.raises(TypeError, match="who"):
+        stepper.step(7)
+    with pytest.raises(ValueError, match="index"):
+        stepper.goto(5)
+
+
+def test_scripts_must_be_callable():
+    with pytest.raises(TypeError, match="scripts"):
+        Stepper({"x": 3})
+
+
+# -- crashes -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("before, cleanup, committed", [
+    (3, [], False),                                  # crashed before writing anything
+    (4, ["cleanup-primary"], False),                 # only the primary locked
+    (5, ["cleanup-primary", "roll-back"], False),    # both locked, no commit point
+    (6, ["cleanup-primary", "roll-forward"], True),  # primary committed
+])
+def test_crash_then_the_cleaner_rolls_forward_or_back(stepper, before, cleanup, committed):
+    for _ in range(before - 1):
+        stepper.step()
+    crashed = stepper.crash()
+    assert crashed.action == "crash" and "crashed" in crashed.note
+    stepper.run()
+    steps = [e.step for f in stepper.frames[before:] for e in f.events
+             if e.step not in ("scan", "get")]
+    assert sorted(set(steps)) == cleanup
+    final = stepper.frames[-1]
+    assert cell(final, "Bob", "bal:lock") == "" and cell(final, "Joe", "bal:lock") == ""
+    assert cell(final, "Joe", "bal:write").startswith("8: data @ 7") == committed
+    assert cell(final, "Bob", "bal:write").startswith("8: data @ 7") == committed
+    assert stepper.cluster.lockservice.status("T7") == "crashed"
+
+
+def test_crash_from_an_earlier_frame_replays_then_branches(stepper):
+    stepper.run()
+    stepper.goto(5)
+    stepper.crash()
+    assert len(stepper.frames) == 7 and stepper.frames[6].action == "crash"
+    stepper.run()
+    assert "roll-forward" in [e.step for f in stepper.frames for e in f.events]
+
+
+# -- two transactions -------------------------------------------------------------------
+
+def test_two_transfers_the_waiting_reader_backs_off_on_the_manual_clock():
+    s = two_transfers_stepper()
+    try:
+        s.step("T7"), s.step("T7"), s.step("T7")        # T7 locks Bob
+        s.step("T8")                                    # T8 reads Joe
+        waiting = s.step("T8")                          # T8 meets T7's lock on Bob
+        assert "lock by T7" in waiting.note and "backs off" in waiting.note
+        assert waiting.clock > 0
+        s.run()                                         # default choice lets T7 go first
+        assert "T7: committed" in s.frame.status and "T8: aborted" in s.frame.status
+    finally:
+        s.close()
+
+
+def test_a_live_lock_holder_that_never_moves_is_judged_dead_after_the_ttl():
+    def make():
+        return Cluster(first_timestamp=5, clock=ManualClock(), lock_ttl=1.0)
+    s = Stepper({"a": transfer, "b": transfer}, setup=figure4_setup, make_cluster=make)
+    try:
+        for _ in range(3):
+            s.step("T7")
+        for _ in range(40):
+            if "T8" not in s.runnable:
+                break
+            s.step("T8")
+        steps = [e.step for f in s.frames for e in f.events if e.client == "T8"]
+        assert "cleanup-primary" in steps          # T7 went quiet past the TTL
+        assert s.cluster.clock.now() > 1.0
+    finally:
+        s.close()
+
+
+# -- the widget ------------------------------------------------------------------------------
+
+def test_widget_buttons_step_back_reset_and_crash():
+    pytest.importorskip("ipywidgets")
+    s = figure4_stepper()
+    w = s.widget()
+    try:
+        labels = [b.description for b in (w.step_button, w.back_button, w.reset_button,
+                                          w.crash_button)]
+        assert labels == ["Step", "Back", "Reset", "Crash client"]
+        for _ in range(3):
+            w.step_button.click()
+        assert "I am primary" in w.table.value and w.slider.value == 3
+        w.step_button.click(), w.step_button.click()
+        assert "data @ 7" in w.table.value
+        w.back_button.click()
+        assert w.slider.value == 4 and "data @ 7" not in w.table.value
+        w.slider.value = 1
+        assert s.cursor == 1
+        w.reset_button.click()
+        assert w.slider.max == 0 and "I am primary" not in w.table.value
+        w.click("Step"), w.click("Step"), w.click("Step"), w.click("Step")
+        w.click("Crash client")
+        assert "crashed" in w.note.value and w.choice.options == ("T9",)
+        for _ in range(20):
+            if w.step_button.disabled:
+                break
+            w.click("Step")
+        assert "roll-back" in [e.step for f in s.frames for e in f.events]
+        assert repr(w) == f"StepperWidget(frame {s.cursor} of {len(s.frames)})"
+    finally:
+        s.close()
+
+
+def test_widget_choice_picks_who_moves():
+    pytest.importorskip("ipywidgets")
+    s = two_transfers_stepper()
+    w = s.widget()
+    try:
+        assert w.choice.options == ("T7", "T8")
+        w.choice.value = "T8"
+        w.click("Step")
+        assert s.frame.actor == "T8"
+    finally:
+        s.close()
