@@ -40,6 +40,10 @@ class Cluster:
         self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
         self.tracer = Tracer()
         self.bigtable = open_backend(backend, self.tracer)
+        if getattr(self.bigtable, "make_oracle", None) is not None:
+            # a shared server: the oracle and tokens live there too, so processes cooperate
+            self.oracle = self.bigtable.make_oracle(first_timestamp)
+            self.lockservice = self.bigtable.make_lockservice(self.clock, lock_ttl)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
         self.seed = seed
@@ -54,9 +58,14 @@ class Cluster:
 
     # -- observers (section 2.4) ----------------------------------------------
     def observe(self, table: str, column: str, name: Optional[str] = None) -> Callable:
-        """Decorator: run ``fn(txn, row, column)`` when ``table``/``column`` is written."""
+        """Decorator: run ``fn(txn, row, column)`` when ``table``/``column`` is written.
+
+        Only writes committed after registration trigger it (their commit_ts is
+        at least the oracle's next timestamp now). ``name`` (default
+        ``fn.__name__``) names its ack column ``column:ack_<name>``.
+        """
         def register(fn):
-            self.observers.add(table, column, fn, name)
+            self.observers.add(table, column, fn, name, registered_ts=self.oracle.peek())
             return fn
         return register
 
