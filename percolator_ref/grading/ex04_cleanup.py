@@ -41,7 +41,8 @@ def _live(fn):
     for attempt in (0, 3):
         start = c.clock.now()
         fn(reader, Cell("default", "Bob", "bal"), _lock_on(c, "Bob"), attempt)
-        expect(c.bigtable.dump(), before, "the store after meeting a live client's lock")
+        assert c.bigtable.dump() == before, \
+            f"attempt {attempt} changed the store: a live client's lock must be left alone"
         expect(round(c.clock.now() - start, 6), round(cleanup.backoff_delay(attempt, TTL), 6),
                f"seconds slept at attempt {attempt}")
 
@@ -127,7 +128,7 @@ def _twice(fn):
     fn(reader, Cell("default", "Joe", "bal"), lock, 0)
     after = c.bigtable.dump()
     fn(reader, Cell("default", "Joe", "bal"), lock, 1)
-    expect(c.bigtable.dump(), after, "the store after a second cleanup")
+    assert c.bigtable.dump() == after, "a second cleanup of the same lock changed the store"
 
 
 # -- mutants ------------------------------------------------------------------
