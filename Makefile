@@ -34,8 +34,11 @@ $(STAMP): requirements.txt pyproject.toml
 $(LAB_OVERRIDES): jupyter/overrides.json $(STAMP)
 	install -D -m 644 $< $@
 
+# Token auth stays on. Jupyter refuses to run as root without --allow-root,
+# and root is the usual user on these machines.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: venv $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab --ip=127.0.0.1 notebooks/
+	$(BIN)/jupyter lab --ip=127.0.0.1 $(LAB_ARGS) notebooks/
 
 # pytest exits 5 when it collects nothing; that is not a failure while a
 # notebook folder is still empty. nbval runs only over folders that hold
