@@ -1,0 +1,60 @@
+"""``percolator tpce``: the TPC-E-style workload (see percolator_ref.workloads.tpce)."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tpce", help="run the TPC-E-style trading workload and check its invariants",
+        description="Emulator threads run Trade-Order, Trade-Result, Market-Feed, "
+                    "Customer-Position and Trade-Status in TPC-E's mix for a number of "
+                    "seconds; prints tpsE, abort rate, latency percentiles and the result of "
+                    "the consistency checks made after the run.")
+    p.add_argument("--seconds", type=float, default=5.0, help="timed run length")
+    p.add_argument("--threads", type=int, default=4, help="emulator threads (clients)")
+    p.add_argument("--customers", type=int, default=200, help="accounts (one per customer)")
+    p.add_argument("--brokers", type=int, default=None,
+                   help="brokers (default: one per 100 customers)")
+    p.add_argument("--securities", type=int, default=20)
+    p.add_argument("--latency", type=float, default=0.0,
+                   help="modeled round trip per row transaction, seconds (e.g. 0.002)")
+    p.add_argument("--broker-fix", action="store_true",
+                   help="per-trade commission side rows aggregated later (no broker hotspot)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default=None, help="store URL for Cluster(backend=...)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..workloads import tpce
+    try:
+        config = tpce.TpceConfig(customers=args.customers, securities=args.securities,
+                                 brokers=args.brokers, broker_fix=args.broker_fix,
+                                 seed=args.seed)
+        if args.seconds <= 0:
+            raise ValueError(f"--seconds must be > 0, got {args.seconds}")
+        workload = tpce.Tpce(tpce.new_cluster(backend=args.backend), config)
+        result = workload.run_threads(threads=args.threads, seconds=args.seconds,
+                                      latency=args.latency, progress=not args.no_progress)
+    except (TypeError, ValueError) as e:
+        print(f"percolator tpce: {e}", file=sys.stderr)
+        return 2
+    violations = workload.check_invariants()
+    result.update(invariants_ok=not violations, violations=violations[:50],
+                  violation_count=len(violations), broker_fix=args.broker_fix,
+                  customers=args.customers, brokers=config.n_brokers, seed=args.seed,
+                  backend=args.backend or "memory")
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        for key in ("threads", "seconds", "tpsE", "trade_results", "committed", "aborts",
+                    "abort_rate", "trade_result_abort_rate", "latency_ms_p50", "latency_ms_p99",
+                    "cpu_ms_per_trade_result", "invariants_ok"):
+            print(f"{key:24} {result[key]}")
+        for v in violations[:20]:
+            print(f"violation: {v}")
+    return 0 if not violations else 1
