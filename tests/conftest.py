@@ -8,8 +8,10 @@ is absent.
 import pytest
 
 from percolator_ref import Cluster, ManualClock
+from redis_fixtures import (redis_cluster_server, redis_cluster_url,  # noqa: F401 (fixtures)
+                            redis_server, redis_url)
 
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "redis"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -23,7 +25,13 @@ def backend(request):
 @pytest.fixture
 def make_cluster(backend):
     """``make_cluster(first_timestamp=1, **kw)`` on the parametrised backend, manual clock by default."""
+    made = []
+
     def make(first_timestamp=1, **kwargs):
         kwargs.setdefault("clock", ManualClock())
-        return Cluster(first_timestamp=first_timestamp, backend=backend, **kwargs)
+        url = backend
+        if url is not None and made:          # each cluster of a test gets its own store
+            url = f"{backend}-{len(made)}"
+        made.append(url)
+        return Cluster(first_timestamp=first_timestamp, backend=url, **kwargs)
     return make

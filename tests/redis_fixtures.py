@@ -1,0 +1,50 @@
+"""Redis fixtures: a session ``redis-server`` and a three-node Redis Cluster.
+
+Each test gets its own key prefix (``redis_url``), so tests never see each
+other's rows, oracle or tokens on the shared server. Everything skips with a
+clear reason only where the ``redis-server`` binary is absent.
+"""
+import itertools
+import shutil
+
+import pytest
+
+from percolator_ref.backends.redis_server import LocalRedisCluster, LocalRedisServer
+
+SKIP_REASON = ("redis-server is not installed (apt-get install redis-server); "
+               "the Redis backend tests need a real server")
+_prefixes = itertools.count(1)
+
+
+def require_redis():
+    if not LocalRedisServer.available() or shutil.which("redis-cli") is None:
+        pytest.skip(SKIP_REASON)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    """One non-persistent redis-server for the whole session (stopped at the end)."""
+    require_redis()
+    server = LocalRedisServer(persistent=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """A URL on the session server with a key prefix of this test's own."""
+    return f"{redis_server.url}?prefix=t{next(_prefixes)}"
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_server():
+    """A three-node Redis Cluster (three masters) for the cluster tests."""
+    require_redis()
+    cluster = LocalRedisCluster(nodes=3)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster_url(redis_cluster_server):
+    return f"{redis_cluster_server.url}?prefix=c{next(_prefixes)}"
