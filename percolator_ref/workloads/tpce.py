@@ -53,6 +53,7 @@ consistency conditions after a run.
 from __future__ import annotations
 
 import json
+import math
 import random
 import sqlite3
 import threading
@@ -356,7 +357,8 @@ def percentile(values: list, p: float) -> float:
     if not values:
         return 0.0
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered) + 0.5) - 1))]
+    rank = math.ceil(p / 100 * len(ordered))           # nearest-rank definition
+    return ordered[min(len(ordered), max(rank, 1)) - 1]
 
 
 # -- the workload ----------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""The Figure 8 benchmark: exact operation counts and the shape of its output (no timing asserts)."""
+import json
+
+import pytest
+
+from percolator_ref import bench
+from percolator_ref.cli import main
+
+
+@pytest.fixture
+def store(backend):
+    return bench.Figure8Store(n_rows=5, backend=backend)
+
+
+def test_percolator_get_is_one_row_transaction_and_one_oracle_call(store):
+    c = bench.count_operation(store, "percolator_get")
+    assert (c["row_transactions"], c["oracle_calls"]) == (1, 1)
+    assert c["by_step"] == {"get": 1}
+    assert (c["reads"], c["writes"], c["erases"]) == (3, 0, 0)   # lock, write, data
+
+
+def test_percolator_write_is_two_row_transactions_and_two_oracle_calls(store):
+    c = bench.count_operation(store, "percolator_write")
+    assert (c["row_transactions"], c["oracle_calls"]) == (2, 2)
+    assert c["by_step"] == {"prewrite-primary": 1, "commit-primary": 1}
+    # prewrite: read write + lock, write data + lock; commit: read lock, write record, erase lock
+    assert (c["reads"], c["writes"], c["erases"]) == (3, 3, 1)
+
+
+def test_raw_bigtable_operations_are_one_row_transaction_and_no_oracle_call(store):
+    for op in ("bigtable_read", "bigtable_write"):
+        c = bench.count_operation(store, op)
+        assert (c["row_transactions"], c["oracle_calls"], c["column_ops"]) == (1, 0, 1)
+
+
+def test_without_conditional_mutations_each_check_and_write_costs_two_rpcs(store):
+    assert bench.count_operation(store, "percolator_write")[
+        "rpcs_without_conditional_mutations"] == 4
+    assert bench.count_operation(store, "percolator_get")[
+        "rpcs_without_conditional_mutations"] == 1
+
+
+def test_separate_checks_gate_adds_one_read_rpc_per_check_and_write_step(store):
+    store.bigtable.gate = bench.SeparateChecks(store.bigtable)
+    c = bench.count_operation(store, "percolator_write")
+    assert c["row_transactions"] == 4
+    assert c["by_step"]["separate-read"] == 2
+    assert store.percolator_get(0) is not None          # values still readable
+    assert bench.count_operation(store, "percolator_get")["row_transactions"] == 1
+
+
+def test_rpc_model_predicts_paper_shaped_ratios():
+    model = bench.rpc_model(bench.operation_counts(n_rows=3))
+    assert model == {"read_relative": 1.0, "write_relative": 0.5,
+                     "write_relative_without_conditional_mutations": 0.25}
+
+
+def test_operations_do_what_they_say(store):
+    assert store.percolator_write(7) is True
+    assert store.percolator_get(7) == 7
+    store.bigtable_write(3)
+    assert store.bigtable_read(3) == 3
+
+
+def test_bad_arguments_are_rejected_naming_them():
+    with pytest.raises(ValueError, match="ops"):
+        bench.run_figure8(ops=0, progress=False)
+    with pytest.raises(TypeError, match="latency"):
+        bench.run_figure8(ops=1, latency="fast", progress=False)
+    with pytest.raises(ValueError, match="operation"):
+        bench.count_operation(bench.Figure8Store(2), "scan")
+
+
+def test_bench_json_has_the_figure8_keys_and_sane_values(capsys):
+    assert main(["bench", "--json", "--ops", "50", "--rounds", "1", "--no-progress",
+                 "--model-latency", "0"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("bigtable_reads_per_s", "percolator_reads_per_s", "read_relative",
+                "bigtable_writes_per_s", "percolator_writes_per_s", "write_relative"):
+        assert out[key] > 0, key
+    assert out["read_relative"] == pytest.approx(
+        out["percolator_reads_per_s"] / out["bigtable_reads_per_s"], abs=1e-3)
+    assert out["counts"]["percolator_write"]["row_transactions"] == 2
+    assert out["counts"]["percolator_get"]["oracle_calls"] == 1
+    assert out["paper"]["write_relative"] == 0.23
