@@ -17,10 +17,13 @@ def small(make_cluster=None, **kw):
     return cluster, tpce.Tpce(cluster, tpce.TpceConfig(**kw))
 
 
-@pytest.mark.parametrize("broker_fix", [False, True])
-def test_invariants_hold_after_a_concurrent_deterministic_run(make_cluster, broker_fix):
-    cluster, w = small(make_cluster, broker_fix=broker_fix)
-    w.run_rounds(clients=6, rounds=60)
+@pytest.mark.parametrize("broker_fix,aggregation", [(False, "observer"), (True, "observer"),
+                                                    (True, "periodic")])
+def test_invariants_hold_after_a_concurrent_deterministic_run(make_cluster, broker_fix,
+                                                              aggregation):
+    cluster, w = small(make_cluster, broker_fix=broker_fix, aggregation=aggregation)
+    assert w.aggregation == (aggregation if broker_fix else None)
+    w.run_rounds(clients=6, rounds=40)
     assert w.stats.trade_results > 10
     assert set(w.stats.committed) >= {"trade_order", "trade_result", "customer_position",
                                       "trade_status"}
@@ -48,8 +51,9 @@ def test_broker_hotspot_conflicts_and_the_fix_removes_them():
     assert rates[True] < rates[False] / 3
 
 
-def test_broker_fix_leaves_side_rows_until_aggregated():
-    cluster, w = small(broker_fix=True)
+@pytest.mark.parametrize("aggregation", ["observer", "periodic"])
+def test_broker_fix_leaves_side_rows_until_aggregated(aggregation):
+    cluster, w = small(broker_fix=True, aggregation=aggregation)
     w.run_rounds(clients=2, rounds=30, aggregate_every=1000)   # drain aggregates at the end
     assert w.check_invariants() == []
     w.pending.clear()

@@ -97,6 +97,7 @@ class TpceConfig:
     initial_lots: int = 2                   # securities held per account at load
     lot_qty: int = 100
     broker_fix: bool = False
+    aggregation: str = "observer"           # broker fix: "observer" or "periodic" transaction
     seed: int = 0
 
     def __post_init__(self):
@@ -112,6 +113,9 @@ class TpceConfig:
         if not isinstance(self.broker_fix, bool):
             raise TypeError(f"broker_fix must be a bool, got {self.broker_fix!r}")
         _positive_int(self.seed, "seed", 0)
+        if self.aggregation not in ("observer", "periodic"):
+            raise ValueError(f"aggregation must be 'observer' or 'periodic', "
+                             f"got {self.aggregation!r}")
 
     @property
     def n_brokers(self) -> int:
@@ -272,6 +276,18 @@ def aggregate_commissions(t) -> dict:
     return {"folded": sum(len(r) for r in per_broker.values())}
 
 
+def fold_commission(txn, row: str, column: str) -> None:
+    """The broker fix as an observer of ``broker_comm.commission``: fold one side row."""
+    commission = txn.get(row, column, table=BROKER_COMM)
+    if commission is None:                 # the side row's own delete notified us
+        return
+    broker = row.split("/")[0]
+    txn.set(broker, "num_trades", txn.get(broker, "num_trades", table=BROKER) + 1, table=BROKER)
+    txn.set(broker, "comm_total", txn.get(broker, "comm_total", table=BROKER) + commission,
+            table=BROKER)
+    txn.delete(row, column, table=BROKER_COMM)
+
+
 TRANSACTIONS = {"trade_order": trade_order, "trade_result": trade_result,
                 "market_feed": market_feed, "customer_position": customer_position,
                 "trade_status": trade_status, "aggregate": aggregate_commissions}
@@ -381,8 +397,19 @@ class Tpce:
         self._ids = 0
         self._ids_lock = threading.Lock()
         self._feed_lock = threading.Lock()
+        self._aggregate_lock = threading.Lock()
         self.initial_holdings = {}
+        self.aggregation = self._install_aggregation()
         self._load()
+
+    def _install_aggregation(self) -> Optional[str]:
+        """The broker fix's aggregation: an observer on a cluster, else a periodic transaction."""
+        if not self.config.broker_fix:
+            return None
+        if self.cluster is not None and self.config.aggregation == "observer":
+            self.cluster.observe(BROKER_COMM, "commission", name="fold")(fold_commission)
+            return "observer"
+        return "periodic"
 
     # -- loading ------------------------------------------------------------
     def _load(self) -> None:
@@ -586,8 +613,15 @@ class Tpce:
         return summary
 
     def aggregate(self) -> None:
-        """Fold the broker side rows (the broker fix), retrying on conflict."""
-        self.execute("aggregate", (), random.Random(0))
+        """Fold the broker side rows (the broker fix): run the observers, or one aggregator
+        transaction (retried on conflict)."""
+        if self.aggregation == "observer":
+            with self._aggregate_lock:         # one observer runner at a time
+                runs = self.cluster.run_observers()
+            with self.stats.lock:
+                self.stats.committed["aggregate"] += runs
+        else:
+            self.execute("aggregate", (), random.Random(0))
 
     def drain(self) -> None:
         """Finish: run every pending Trade-Result, then aggregate (broker fix)."""
