@@ -1,0 +1,108 @@
+"""The lock service: liveness tokens with a TTL on the cluster clock, and named locks."""
+import pytest
+
+from percolator_ref import ClientCrash, LockService, ManualClock
+
+
+def service(ttl=1.0):
+    clock = ManualClock()
+    return clock, LockService(clock, ttl)
+
+
+def test_registered_client_is_alive_until_the_ttl_passes():
+    clock, ls = service(ttl=1.0)
+    ls.register("w")
+    assert ls.is_alive("w") and ls.status("w") == "alive"
+    clock.advance(1.0)
+    assert ls.is_alive("w")                      # exactly the TTL old: still alive
+    clock.advance(0.001)
+    assert not ls.is_alive("w") and ls.status("w") == "expired"
+
+
+def test_heartbeat_keeps_a_client_alive():
+    clock, ls = service(ttl=1.0)
+    ls.register("w")
+    for _ in range(5):
+        clock.advance(0.9)
+        ls.heartbeat("w")
+    assert ls.is_alive("w")
+    assert ls.tokens() == {"w": (0.0, "alive")}
+
+
+def test_crashed_client_is_dead_at_once_and_heartbeats_do_not_revive_it():
+    clock, ls = service()
+    ls.register("w")
+    ls.crash("w")
+    ls.heartbeat("w")
+    assert not ls.is_alive("w") and ls.status("w") == "crashed"
+    ls.register("w")                             # a new incarnation may register again
+    assert ls.is_alive("w")
+
+
+def test_released_or_unknown_clients_are_dead():
+    clock, ls = service()
+    ls.register("w")
+    ls.release("w")
+    assert not ls.is_alive("w") and ls.status("w") == "gone"
+    assert not ls.is_alive("never-seen") and not ls.is_alive(None)
+    ls.heartbeat("never-seen")                   # ignored
+    assert ls.status("never-seen") == "gone"
+
+
+def test_named_locks_exclusive_reentrant_and_taken_over_from_the_dead():
+    clock, ls = service(ttl=1.0)
+    ls.register("a")
+    ls.register("b")
+    assert ls.try_acquire("region-1", "a")
+    assert ls.try_acquire("region-1", "a")       # re-entrant for its owner
+    assert not ls.try_acquire("region-1", "b")
+    assert ls.holder("region-1") == "a"
+    ls.release_lock("region-1", "b")             # not the owner: no effect
+    assert ls.holder("region-1") == "a"
+    clock.advance(2.0)
+    ls.heartbeat("b")
+    assert ls.try_acquire("region-1", "b")       # a went quiet: b takes over
+    ls.release_lock("region-1", "b")
+    assert ls.holder("region-1") is None
+
+
+@pytest.mark.parametrize("ttl, error", [(0, ValueError), (-1.0, ValueError), ("1", TypeError),
+                                        (None, TypeError), (True, TypeError)])
+def test_bad_ttl(ttl, error):
+    with pytest.raises(error, match="lock_ttl"):
+        LockService(ManualClock(), ttl)
+
+
+def test_transactions_own_their_tokens(make_cluster):
+    cluster = make_cluster(lock_ttl=5.0)
+    t = cluster.begin()
+    assert cluster.lockservice.status(t.client) == "alive"
+    t.set("x", "c", 1)
+    assert t.commit()
+    assert cluster.lockservice.status(t.client) == "gone"     # released at the end
+    t = cluster.begin()
+    t.set("x", "c", 2)
+    with pytest.raises(ClientCrash):
+        t.commit(crash_after=1)
+    assert cluster.lockservice.status(t.client) == "crashed"
+
+
+def test_each_row_transaction_of_a_transaction_heartbeats(make_cluster):
+    cluster = make_cluster(lock_ttl=5.0)
+    t = cluster.begin()
+    cluster.clock.advance(4.0)
+    t.get("x", "c")                              # a row transaction refreshes the token
+    cluster.clock.advance(4.0)
+    assert cluster.lockservice.is_alive(t.client)
+    cluster.clock.advance(1.5)
+    assert not cluster.lockservice.is_alive(t.client)
+
+
+def test_workers_share_a_token(make_cluster):
+    cluster = make_cluster()
+    cluster.lockservice.register("worker-1")
+    t1, t2 = cluster.begin(client="worker-1"), cluster.begin(client="worker-1")
+    assert t1.client == t2.client == "worker-1"
+    t1.set("x", "c", 1)
+    assert t1.commit()
+    assert cluster.lockservice.status("worker-1") == "alive"  # not released by a transaction
