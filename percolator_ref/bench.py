@@ -371,3 +371,31 @@ def format_report(result: dict) -> str:
                 "oracle_timestamps_per_s", "sqlite_reads_per_s", "sqlite_writes_per_s"):
         lines.append(f"{key:28} {result[key]:14.0f}")
     return "\n".join(lines)
+
+
+class Table:
+    """A small result table with deterministic text and HTML renderings (for notebooks)."""
+
+    def __init__(self, columns: list, rows: list, title: str = ""):
+        self.columns, self.rows, self.title = list(columns), [list(r) for r in rows], title
+
+    @staticmethod
+    def _fmt(value) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+        return str(value)
+
+    def __repr__(self):
+        cells = [self.columns] + [[self._fmt(v) for v in r] for r in self.rows]
+        widths = [max(len(str(row[i])) for row in cells) for i in range(len(self.columns))]
+        lines = [self.title] if self.title else []
+        lines += ["  ".join(str(v).rjust(w) for v, w in zip(row, widths)) for row in cells]
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        from html import escape
+        head = "".join(f"<th>{escape(str(c))}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{escape(self._fmt(v))}</td>" for v in r) + "</tr>"
+                       for r in self.rows)
+        caption = f"<caption>{escape(self.title)}</caption>" if self.title else ""
+        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
