@@ -1,0 +1,43 @@
+"""exercises/ is exactly what the generator makes from solutions/ (one source of truth)."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from percolator_ref.grading.generate import exercise_from_solution, generate, strip_solutions
+
+REPO = Path(__file__).resolve().parents[1]
+SOLUTIONS = sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_exercises_match_the_generator():
+    assert len(SOLUTIONS) >= 8
+    drift = generate(REPO / "solutions", REPO / "exercises", check=True)
+    assert drift == [], f"run `percolator make-exercises`: out of date: {drift}"
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_exercise_has_stubs_and_the_solutions_outputs(path):
+    solution = nbformat.read(path, as_version=4)
+    n = solution.metadata["percolator"]["exercise"]
+    exercise = exercise_from_solution(solution)
+    sources = "\n".join(c.source for c in exercise.cells)
+    assert "BEGIN SOLUTION" not in sources and "END SOLUTION" not in sources
+    assert f'raise NotImplementedError("Exercise {n}")' in sources
+    assert [c.get("outputs") for c in exercise.cells] == [c.get("outputs") for c in solution.cells]
+    checks = [c for c in exercise.cells if "check" in c.metadata.get("tags", [])]
+    assert len(checks) == 1
+    report = checks[0].outputs[0]["text"]
+    assert "FAIL" not in report and report.startswith(f"Exercise {n}:")
+
+
+def test_strip_solutions_keeps_indentation_and_code_around():
+    source = "def f():\n    x = 1\n    # BEGIN SOLUTION\n    return x\n    # END SOLUTION\ny = 2"
+    assert strip_solutions(source, 3) == ('def f():\n    x = 1\n    # YOUR CODE HERE\n'
+                                          '    raise NotImplementedError("Exercise 3")\ny = 2')
+
+
+@pytest.mark.parametrize("source", ["# BEGIN SOLUTION\nx = 1", "x = 1\n# END SOLUTION"])
+def test_unbalanced_markers_are_an_error(source):
+    with pytest.raises(ValueError, match="SOLUTION"):
+        strip_solutions(source, 1)
