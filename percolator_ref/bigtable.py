@@ -165,6 +165,8 @@ class Bigtable:
             old = versions.get(ts)
             if value is None:
                 if old is None:
+                    if not versions:          # erasing an absent version leaves no empty column
+                        del cells[column]
                     continue
                 del versions[ts]
             else:
