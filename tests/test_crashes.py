@@ -257,8 +257,6 @@ def test_exhaustive_interleavings_of_conflicting_writers(make_cluster, writes):
     count, seen = explore(make_cluster, writes, max_crash=5)
     print(f"\nexhaustive, writers {writes}: {count} schedules explored")
     assert count == len(seen)                   # every counted schedule is a distinct run
-    # at least every crash-free interleaving of the two prewrite-primaries happened
-    assert count > disjoint_count(steps=1, max_crash=0)
     outcomes = {o for _, o in seen}
     assert (True, False) in outcomes and (False, True) in outcomes
     assert any("crashed" in o for o in outcomes)
