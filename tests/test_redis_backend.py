@@ -23,6 +23,8 @@ VALUES = ["", "héllo\x00", b"", b"\x00\xffraw", True, False, 0, -7, 2 ** 80, 1.
           float("inf"), Lock(3, Cell("t", "r", "c"), False, "T3", WriteKind.DELETE),
           Write(4, WriteKind.ROLLBACK), None, [1, "a"], {"k": 2}, (1, b"x")]
 
+pytestmark = pytest.mark.redis
+
 
 @pytest.mark.parametrize("value", VALUES, ids=repr)
 def test_codec_round_trips_value_and_type_exactly(value):

@@ -28,6 +28,8 @@ from helpers import all_locks
 
 ACCOUNTS, BALANCE, LOCK_TTL = 6, 100, 1.0
 
+pytestmark = pytest.mark.redis
+
 
 def _victim(cluster, index, kill_step, warmup, ready_path):
     """A client that commits ``warmup`` transfers, then stops forever at ``kill_step``."""

@@ -29,6 +29,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_cluster_port() -> int:
+    """A free port p below 55536 whose cluster bus port p + 10000 is free too."""
+    import random
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randint(20000, 45000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free port pair for a Redis Cluster node")
+
+
 def _ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
@@ -115,7 +131,7 @@ class LocalRedisCluster:
     """A Redis Cluster of ``nodes`` masters (no replicas) on 127.0.0.1, for tests."""
 
     def __init__(self, nodes: int = 3):
-        self.servers = [LocalRedisServer(extra_args=(
+        self.servers = [LocalRedisServer(port=free_cluster_port(), extra_args=(
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", "2000")) for _ in range(nodes)]
         try:
