@@ -241,8 +241,14 @@ class Transaction:
         column, is_primary = m.cell.column, m.cell == primary
         step = "prewrite-primary" if is_primary else "prewrite-secondary"
         with self._row_txn(m.cell.table, m.cell.row, step) as rt:
-            newer = rt.read(write_col(column), min_ts=self.start_ts)
-            lock = None if newer else rt.read(lock_col(column))
+            one_script = _offers_conditional_mutations(rt)
+            if one_script:       # section 2.5: the checks travel with the writes, one round trip
+                self._write_data_and_lock(rt, m, primary, is_primary)
+                _, (newer, lock) = rt.check_and_mutate([(write_col(column), self.start_ts, None,
+                                                         False), (lock_col(column), 0, None, False)])
+            else:
+                newer = rt.read(write_col(column), min_ts=self.start_ts)
+                lock = None if newer else rt.read(lock_col(column))
             if newer is not None:            # write-write conflict: committed after our start
                 rt.explain(f"prewrite {m.cell}: write record @ {newer[0]} >= start "
                            f"{self.start_ts} -> conflict, abort")
@@ -251,7 +257,8 @@ class Transaction:
                 rt.explain(f"prewrite {m.cell}: lock by {lock[1].client} @ {lock[0]} "
                            f"-> conflict, abort")
             else:
-                self._write_data_and_lock(rt, m, primary, is_primary)
+                if not one_script:
+                    self._write_data_and_lock(rt, m, primary, is_primary)
                 return True
         if not self.cluster.lockservice.is_alive(lock[1].client):
             cleanup.cleanup_lock(self, m.cell, lock[1])     # tidy up, but still abort
@@ -271,11 +278,19 @@ class Transaction:
     def _commit_primary(self, m: Mutation) -> bool:
         """The commit point: replace the primary lock by a write record, if the lock is still ours."""
         with self._row_txn(m.cell.table, m.cell.row, "commit-primary") as rt:
-            if cleanup.held_lock(rt, m.cell.column, self.start_ts) is None:
+            one_script = _offers_conditional_mutations(rt)
+            if one_script:       # section 2.5: write if our lock is there, in one round trip
+                self._write_record(rt, m)
+                held, _ = rt.check_and_mutate([(lock_col(m.cell.column), self.start_ts,
+                                                self.start_ts, True)])
+            else:
+                held = cleanup.held_lock(rt, m.cell.column, self.start_ts) is not None
+            if not held:
                 # race: a cleaner judged us dead and rolled the primary back
                 rt.explain(f"commit {m.cell}: primary lock gone -> rolled back by a cleaner, abort")
                 return False
-            self._write_record(rt, m)
+            if not one_script:
+                self._write_record(rt, m)
             rt.explain(f"commit {m.cell} (commit point): write record {m.kind.value} @ "
                        f"{self.start_ts} at commit ts {self.commit_ts}, erase the primary lock")
             return True
@@ -336,6 +351,17 @@ class Transaction:
             self.cluster.history.finish(self)
         if self._owns_token and status != "crashed":
             self.cluster.lockservice.release(self.client)
+
+
+def _offers_conditional_mutations(rt) -> bool:
+    """Does the store send a check and its writes as one conditional mutation (2.5)?
+
+    Only a store that sets ``conditional_mutations`` and whose row transactions
+    have ``check_and_mutate`` (the Redis store with ``conditional=1``); the
+    cells and the trace are the same either way, only round trips differ.
+    """
+    return (getattr(rt.bigtable, "conditional_mutations", False)
+            and hasattr(rt, "check_and_mutate"))
 
 
 def _stored_columns(physical_columns) -> list:

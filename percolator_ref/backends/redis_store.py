@@ -57,6 +57,7 @@ empty row, never miss a non-empty one.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import threading
 import time
@@ -98,8 +99,29 @@ _APPLY = """
 --       (field, column, op, value) quadruples; op 'w' write, 'e' erase.
 local token, mode = ARGV[1], ARGV[2]
 local cur = redis.call('GET', KEYS[3])
+local found = {}
 if mode == 'lease' then
   if cur ~= token then return {-1} end
+elseif mode == 'check' then
+  -- a conditional mutation (paper 2.5): ARGV[3] is a JSON list of
+  -- {column, min_ts, max_ts (-1: none), want_present}; checked in order, the
+  -- first that fails stops everything (nothing applied)
+  if cur then return {0, redis.call('PTTL', KEYS[3])} end
+  local flat = redis.call('HGETALL', KEYS[1])
+  for i, c in ipairs(cjson.decode(ARGV[3])) do
+    local prefix, best, value = c[1] .. '\0', nil, false
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, #prefix) == prefix then
+        local ts = tonumber(string.sub(f, #prefix + 1))
+        if ts >= c[2] and (c[3] < 0 or ts <= c[3]) and (not best or ts > best) then
+          best, value = ts, flat[j + 1]
+        end
+      end
+    end
+    found[#found + 1] = best and {tostring(best), value} or false
+    if (best ~= nil) ~= c[4] then return {2, found} end
+  end
 else
   if cur then return {0, redis.call('PTTL', KEYS[3])} end
   if mode == 'version' and (redis.call('HGET', KEYS[2], '\\0v') or '0') ~= ARGV[3] then
@@ -143,7 +165,7 @@ if #KEYS > 3 then
   end
 end
 if mode == 'lease' and ARGV[6] ~= '1' then redis.call('DEL', KEYS[3]) end
-return {1, olds, empty and 1 or 0, present}
+return {1, olds, empty and 1 or 0, present, found}
 """
 
 _RELEASE = """
@@ -172,6 +194,28 @@ class RedisRowTransaction(RowTransaction):
         self._leased = False
         self._version = None
         self._token = None
+        self._checked = None          # the Change list once check_and_mutate applied
+
+    def check_and_mutate(self, conditions) -> tuple:
+        """Section 2.5's conditional mutation: the checks and the buffered writes in ONE script.
+
+        ``conditions``: ``[(column, min_ts, max_ts, want_present), ...]``, checked in
+        order on the server; each looks for the newest version of ``column``
+        with ``min_ts <= ts <= max_ts`` (``max_ts`` None: no bound) and passes
+        if one exists exactly when ``want_present``. The first failing check
+        stops: nothing is applied and the buffered writes are dropped. Returns
+        ``(ok, found)`` with ``found[i]`` the ``(ts, value)`` check ``i`` saw
+        (None if absent or not evaluated). The checked columns count as reads,
+        as if read with :meth:`read` in that order. Call once, last in the block.
+        """
+        if self._loaded or self._checked is not None:
+            raise RuntimeError("check_and_mutate must be the only access in its row transaction")
+        ok, found, changes = self.bigtable._check_and_apply(self, list(conditions))
+        self._reads.extend(c[0] for c, _ in zip(conditions, range(len(found))))
+        if not ok:
+            self._mutations = []
+        self._checked = changes
+        return ok, found + [None] * (len(conditions) - len(found))
 
     def _load(self) -> None:
         if not self._loaded:
@@ -190,18 +234,36 @@ class RedisRowTransaction(RowTransaction):
         self._load()
         return super().columns()
 
+    def write(self, column: str, ts: int, value) -> None:
+        self._check_not_checked()
+        super().write(column, ts, value)
+
+    def erase(self, column: str, ts: int) -> None:
+        self._check_not_checked()
+        super().erase(column, ts)
+
+    def _check_not_checked(self) -> None:
+        if self._checked is not None:
+            raise RuntimeError("check_and_mutate already sent this row transaction's writes")
+
 
 class RedisBigtable:
     """The Bigtable interface (see :class:`~percolator_ref.bigtable.Bigtable`) on Redis.
 
     ``url``: ``redis://host:port/db`` or ``redis+cluster://host:port`` with
-    optional ``?prefix=...&lease_ms=...&timeout=...``. ``round_trips`` counts
-    the script/command calls made by row transactions (for benchmarks).
+    optional ``?prefix=...&lease_ms=...&timeout=...&conditional=1``.
+    ``round_trips`` counts the script/command calls made by row transactions,
+    ``server_calls`` every call to the server (oracle and liveness tokens
+    included), for benchmarks. ``conditional_mutations`` (``conditional=1``):
+    the transaction's prewrite and commit of the primary send their check and
+    their writes in one script (:meth:`RedisRowTransaction.check_and_mutate`),
+    one round trip instead of two.
     """
 
     def __init__(self, url: str, tracer: Optional[Tracer] = None):
         if redis is None:
             raise StoreUnavailable("the 'redis' Python package is not installed")
+        self.server_calls = 0
         parsed = urlparse(url)
         options = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
         self.url = url
@@ -233,6 +295,7 @@ class RedisBigtable:
         self.gate: Optional[Callable] = None
         self.latency = 0.0
         self.round_trips = 0
+        self.conditional_mutations = options.get("conditional", "0") in ("1", "true", "yes")
         self._owner = f"{os.uname().nodename}:{os.getpid()}:{id(self):x}"
         self._counter_lock = threading.Lock()
         self._guard(self.redis.ping)
@@ -240,6 +303,7 @@ class RedisBigtable:
     # -- plumbing ----------------------------------------------------------
     def _guard(self, call: Callable, *args, **kwargs):
         """Run one Redis call; connection problems become StoreUnavailable."""
+        self.server_calls += 1
         try:
             return call(*args, **kwargs)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -311,7 +375,9 @@ class RedisBigtable:
         rt._leased = want_lease
 
     def _exit(self, rt: RedisRowTransaction, commit: bool) -> None:
-        if not commit or not rt._mutations:
+        if rt._checked is not None:     # check_and_mutate already ran: report what it applied
+            changes = rt._checked
+        elif not commit or not rt._mutations:
             self._release(rt)
             if not commit:
                 return
@@ -351,6 +417,11 @@ class RedisBigtable:
             if self.cluster_mode:
                 self._release(rt)
         rt._leased = False
+        return self._changes(rt, reply)
+
+    @staticmethod
+    def _changes(rt: RedisRowTransaction, reply: list) -> list:
+        """The Change list of an applied script (erasing an absent version is no change)."""
         changes = []
         for (column, ts, value), old in zip(rt._mutations, reply[1]):
             old = decode(old) if old is not None else None
@@ -359,12 +430,52 @@ class RedisBigtable:
             changes.append(Change(column, ts, old, value))
         return changes
 
-    def _apply_with_retry(self, rt: RedisRowTransaction) -> list:
-        mode = "lease" if rt._leased else ("version" if rt._loaded else "free")
+    def _check_and_apply(self, rt: RedisRowTransaction, conditions: list) -> tuple:
+        """One script: check ``conditions``, apply the buffered mutations if all pass.
+
+        Returns ``(ok, found, changes)``. On a Redis Cluster (indexes on other
+        nodes) the row is loaded under the lease, checked here and applied as
+        usual: correct, but without the saved round trip.
+        """
+        for column, min_ts, max_ts, want in conditions:
+            _check_name(column, "column")
+            _check_ts(min_ts, "min_ts")
+            if max_ts is not None:
+                _check_ts(max_ts, "max_ts")
+        if self.cluster_mode:
+            return self._check_client_side(rt, conditions)
+        spec = json.dumps([[c, lo, -1 if hi is None else hi, bool(w)]
+                           for c, lo, hi, w in conditions])
+        reply = self._apply_with_retry(rt, mode="check", check=spec)
+        found = [None if f is None else (int(f[0]), decode(f[1])) for f in reply[-1]]
+        if reply[0] == 2:
+            return False, found, []
+        return True, found, self._changes(rt, reply)
+
+    def _check_client_side(self, rt: RedisRowTransaction, conditions: list) -> tuple:
+        mutations, rt._mutations = rt._mutations, []
+        rt._load()
+        found = []
+        for column, min_ts, max_ts, want in conditions:
+            hit = RowTransaction.read(rt, column, max_ts, min_ts)
+            rt._reads.pop()                     # check_and_mutate records the reads itself
+            found.append(hit)
+            if (hit is not None) != bool(want):
+                self._release(rt)
+                return False, found, []
+        rt._mutations = mutations
+        if not mutations:
+            self._release(rt)
+            return True, found, []
+        return True, found, self._apply(rt)
+
+    def _apply_with_retry(self, rt: RedisRowTransaction, mode: Optional[str] = None,
+                          check: str = "") -> list:
+        mode = mode or ("lease" if rt._leased else ("version" if rt._loaded else "free"))
         keys = self._row_keys(rt.table, rt.row)
         if not self.cluster_mode:
             keys += self._index_keys(rt.table)
-        args = [rt._token, mode, rt._version or "0", rt.table, rt.row,
+        args = [rt._token, mode, check or rt._version or "0", rt.table, rt.row,
                 "1" if self.cluster_mode else "0"]
         for column, ts, value in rt._mutations:
             args += [f"{column}{SEP}{ts}", column, "e" if value is None else "w",
@@ -372,7 +483,7 @@ class RedisBigtable:
         deadline = time.monotonic() + self.lease_ms * 3 / 1000
         for attempt in itertools.count():
             reply = self._trip(self._apply_script, keys, args)
-            if reply[0] == 1:
+            if reply[0] in (1, 2):              # 2: a conditional mutation's check failed
                 return reply
             if reply[0] == -1:
                 raise StoreUnavailable(f"row {rt.table}/{rt.row}: the row lease expired before "
