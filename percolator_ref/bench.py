@@ -35,6 +35,17 @@ and a write in one row transaction, one RPC. Without them each check would be
 a separate read RPC before the write; :class:`SeparateChecks` models that
 (a gate that issues the extra read RPC before each check-and-write step) so
 the benchmark can measure what conditional mutations save.
+
+Over Redis (``backend="redis://HOST:PORT/DB"``) the same operations cross a
+real network round trip, and both ways of doing a check-and-write step are
+real (:data:`REDIS_MODES`): ``"separate"``, the store's default, reads the row
+under a short lease and then sends a conditional write (2 round trips);
+``"combined"`` sends the check and the writes in ONE server-side script
+(section 2.5's conditional mutation, ``?conditional=1``). The counts then add
+``round_trips`` (row-transaction scripts, ``RedisBigtable.round_trips``) and
+``server_calls`` (also the oracle's ``INCRBY``). The Percolator operations run
+as one worker's transactions sharing its liveness token, as the paper's
+workers hold one Chubby token (no token round trips per transaction).
 """
 from __future__ import annotations
 
@@ -46,6 +57,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from .backends import is_redis, url_with
 from .clock import ManualClock
 
 PAPER_FIGURE_8 = {
@@ -56,6 +68,9 @@ PAPER_FIGURE_8 = {
 TABLE = "bench"          # Percolator cells
 RAW_TABLE = "raw"        # raw Bigtable cells (same store, another table)
 COLUMN = "v"
+REDIS_MODES = {"combined": "1", "separate": "0"}   # mode -> the store's ?conditional= option
+WORKER = "bench-worker"                           # the Redis runs' shared client token
+_store_ids = itertools.count(1)
 
 
 def _check_positive_int(value, argument: str) -> None:
@@ -72,16 +87,24 @@ class Figure8Store:
 
     Each operation method does exactly one operation on row ``i``; rows are
     named ``r00000`` ... so every operation touches an existing row.
+    ``client``: run the Percolator operations as that one worker's
+    transactions (one shared liveness token) instead of one client each.
     """
 
-    def __init__(self, n_rows: int = 1000, backend=None):
+    def __init__(self, n_rows: int = 1000, backend=None, client: Optional[str] = None):
         from .cluster import Cluster
+        from .model import check_name
         _check_positive_int(n_rows, "n_rows")
+        if client is not None:
+            check_name(client, "client")
         self.cluster = Cluster(clock=ManualClock(), backend=backend, record_history=False)
         self.bigtable = self.cluster.bigtable
+        self.client = client
+        if client is not None:
+            self.cluster.lockservice.register(client)
         self.rows = [f"r{i:05d}" for i in range(n_rows)]
         self._raw_ts = itertools.count(1)
-        t = self.cluster.begin()
+        t = self.cluster.begin(self.client)
         for row in self.rows:
             t.set(row, COLUMN, 0, table=TABLE)
         if not t.commit():
@@ -97,18 +120,39 @@ class Figure8Store:
                             next(self._raw_ts))
 
     def percolator_get(self, i: int):
-        t = self.cluster.begin()
+        t = self.cluster.begin(self.client)
         value = t.get(self.rows[i % len(self.rows)], COLUMN, table=TABLE)
         t.commit()
         return value
 
     def percolator_write(self, i: int) -> bool:
-        t = self.cluster.begin()
+        t = self.cluster.begin(self.client)
         t.set(self.rows[i % len(self.rows)], COLUMN, i, table=TABLE)
         return t.commit()
 
 
+    def close(self) -> None:
+        """Over Redis: delete this store's keys (its own prefix) and close the connection."""
+        if hasattr(self.bigtable, "flush"):
+            self.bigtable.flush()
+            self.bigtable.close()
+
+
 OPERATIONS = ("bigtable_read", "bigtable_write", "percolator_get", "percolator_write")
+
+
+def redis_figure8_store(url: str, mode: str = "combined", n_rows: int = 1000) -> Figure8Store:
+    """A :class:`Figure8Store` on Redis under a fresh key prefix, in ``mode`` (REDIS_MODES).
+
+    Call ``close()`` when done (removes its keys).
+    """
+    if mode not in REDIS_MODES:
+        raise ValueError(f"mode must be one of {tuple(REDIS_MODES)}, got {mode!r}")
+    from urllib.parse import parse_qs, urlparse
+    base = parse_qs(urlparse(url).query).get("prefix", ["pc"])[-1]
+    prefix = f"{base}-f8-{os.getpid()}-{next(_store_ids)}"
+    return Figure8Store(n_rows, url_with(url, prefix=prefix, conditional=REDIS_MODES[mode]),
+                        client=WORKER)
 
 
 # -- conditional mutations ---------------------------------------------------------
@@ -157,21 +201,43 @@ def count_operation(store: Figure8Store, operation: str, i: int = 0) -> dict:
     if operation not in OPERATIONS:
         raise ValueError(f"operation must be one of {OPERATIONS}, got {operation!r}")
     cluster = store.cluster
+    bt = cluster.bigtable
     cluster.tracer.reset_counts()
     calls_before = cluster.oracle.calls
+    trips_before = getattr(bt, "round_trips", None), getattr(bt, "server_calls", None)
     with cluster.tracer.record() as events:
         getattr(store, operation)(i)
     counts = cluster.tracer.counts.snapshot()
     counts["oracle_calls"] = cluster.oracle.calls - calls_before
+    if trips_before[0] is not None:          # a real server: count what crossed the network
+        counts["round_trips"] = bt.round_trips - trips_before[0]
+        counts["server_calls"] = bt.server_calls - trips_before[1]
     counts["rpcs_with_conditional_mutations"] = len(events)
     counts["rpcs_without_conditional_mutations"] = rpcs_without_conditional_mutations(events)
     counts["column_ops"] = counts["reads"] + counts["writes"] + counts["erases"]
     return counts
 
 
-def operation_counts(n_rows: int = 10, backend=None) -> dict:
-    """``{operation: counts}`` for the four Figure 8 operations, each on a fresh store."""
-    return {op: count_operation(Figure8Store(n_rows, backend), op) for op in OPERATIONS}
+def operation_counts(n_rows: int = 10, backend=None, mode: str = "combined") -> dict:
+    """``{operation: counts}`` for the four Figure 8 operations, each on a fresh store.
+
+    Over Redis, ``mode`` picks how check-and-write steps travel (REDIS_MODES).
+    """
+    if not is_redis(backend):
+        return {op: count_operation(Figure8Store(n_rows, backend), op) for op in OPERATIONS}
+    out = {}
+    for op in OPERATIONS:
+        store = redis_figure8_store(backend, mode, n_rows)
+        try:
+            out[op] = count_operation(store, op)
+        finally:
+            store.close()
+    return out
+
+
+def per_op(counts: dict, key: str) -> dict:
+    """``{operation: counts[operation][key]}``, e.g. the round trips per operation."""
+    return {op: c[key] for op, c in counts.items()}
 
 
 # -- timing ------------------------------------------------------------------------
@@ -215,11 +281,21 @@ def _check_latency(latency) -> None:
 
 
 def _stores(n_rows: int, backend, latency: float):
-    store = Figure8Store(n_rows, backend)
-    split = Figure8Store(n_rows, backend)
-    split.bigtable.gate = SeparateChecks(split.bigtable, split.bigtable.gate)
+    """The store with conditional mutations and the one without (Redis: both modes, for real)."""
+    if is_redis(backend):
+        store = redis_figure8_store(backend, "combined", n_rows)
+        split = redis_figure8_store(backend, "separate", n_rows)
+    else:
+        store = Figure8Store(n_rows, backend)
+        split = Figure8Store(n_rows, backend)
+        split.bigtable.gate = SeparateChecks(split.bigtable, split.bigtable.gate)
     store.bigtable.latency = split.bigtable.latency = latency
     return store, split
+
+
+def _close(*stores) -> None:
+    for store in stores:
+        store.close()
 
 
 def _measure(timed: dict, ops: int, rounds: int, desc: str, progress: bool) -> dict:
@@ -246,13 +322,16 @@ def run_modeled_latency(latency: float = 0.0002, ops: int = 300, rounds: int = 3
     for value, name in ((ops, "ops"), (rounds, "rounds"), (n_rows, "n_rows")):
         _check_positive_int(value, name)
     store, split = _stores(n_rows, backend, latency)
-    rates = _measure({
-        "bigtable_reads_per_s": store.bigtable_read,
-        "bigtable_writes_per_s": store.bigtable_write,
-        "percolator_reads_per_s": store.percolator_get,
-        "percolator_writes_per_s": store.percolator_write,
-        "percolator_writes_per_s_without_conditional_mutations": split.percolator_write,
-    }, ops, rounds, f"figure 8, {latency * 1e6:.0f} us/RPC", progress)
+    try:
+        rates = _measure({
+            "bigtable_reads_per_s": store.bigtable_read,
+            "bigtable_writes_per_s": store.bigtable_write,
+            "percolator_reads_per_s": store.percolator_get,
+            "percolator_writes_per_s": store.percolator_write,
+            "percolator_writes_per_s_without_conditional_mutations": split.percolator_write,
+        }, ops, rounds, f"figure 8, {latency * 1e6:.0f} us/RPC", progress)
+    finally:
+        _close(store, split)
     result = {"latency_s": latency, "ops": ops, "rounds": rounds}
     result.update({k: round(v, 1) for k, v in rates.items()})
     _add_relatives(result, rates)
@@ -283,6 +362,20 @@ def run_figure8(ops: int = 3000, rounds: int = 3, n_rows: int = 1000, backend=No
     _check_positive_int(n_rows, "n_rows")
     _check_latency(latency)
     store, split = _stores(n_rows, backend, latency)
+    try:
+        result = _run_figure8_on(store, split, ops, rounds, n_rows, backend, progress, latency)
+    finally:
+        _close(store, split)
+    if is_redis(backend):
+        _add_redis_modes(result, backend)
+    else:
+        result["mode"] = "in-process"
+        result["counts"] = operation_counts(backend=backend)
+    result["paper"] = dict(PAPER_FIGURE_8)
+    return result
+
+
+def _run_figure8_on(store, split, ops, rounds, n_rows, backend, progress, latency) -> dict:
     oracle, counter = store.cluster.oracle, itertools.count()
     bare = {row: 0 for row in store.rows}
     keys = store.rows
@@ -300,6 +393,8 @@ def run_figure8(ops: int = 3000, rounds: int = 3, n_rows: int = 1000, backend=No
         "sqlite_reads_per_s": sqlite_read,
         "sqlite_writes_per_s": sqlite_write,
     }
+    if is_redis(backend):          # reads in the separate mode too (the same row transaction)
+        timed["percolator_reads_per_s_separate_mode"] = split.percolator_get
     t_start = time.perf_counter()
     rates = _measure(timed, ops, rounds, "figure 8", progress)
     result = {"backend": backend or "memory", "latency_s": latency, "ops": ops,
@@ -317,9 +412,32 @@ def run_figure8(ops: int = 3000, rounds: int = 3, n_rows: int = 1000, backend=No
                                              / rates["dict_writes_per_s"], 4)
     result["oracle_vs_itertools_count"] = round(rates["oracle_timestamps_per_s"]
                                                 / rates["itertools_count_per_s"], 4)
-    result["counts"] = operation_counts(backend=backend)
-    result["paper"] = dict(PAPER_FIGURE_8)
     return result
+
+
+def _add_redis_modes(result: dict, backend: str) -> None:
+    """Over Redis: per-mode ratios, round trips and server calls per operation.
+
+    The top-level Percolator figures are the ``combined`` mode (the paper's
+    conditional mutations); ``*_without_conditional_mutations`` the
+    ``separate`` mode, measured for real.
+    """
+    counts = {mode: operation_counts(backend=backend, mode=mode) for mode in REDIS_MODES}
+    result["mode"] = "both"
+    result["counts"] = counts["combined"]
+    result["round_trips_per_op"] = {m: per_op(c, "round_trips") for m, c in counts.items()}
+    result["server_calls_per_op"] = {m: per_op(c, "server_calls") for m, c in counts.items()}
+    reads = {"combined": result["percolator_reads_per_s"],
+             "separate": result["percolator_reads_per_s_separate_mode"]}
+    writes = {"combined": result["percolator_writes_per_s"],
+              "separate": result["percolator_writes_per_s_without_conditional_mutations"]}
+    result["modes"] = {m: {
+        "mode": m, "percolator_reads_per_s": reads[m], "percolator_writes_per_s": writes[m],
+        "read_relative": round(reads[m] / result["bigtable_reads_per_s"], 3),
+        "write_relative": round(writes[m] / result["bigtable_writes_per_s"], 3),
+        "round_trips_per_op": result["round_trips_per_op"][m],
+        "server_calls_per_op": result["server_calls_per_op"][m],
+        "counts": counts[m]} for m in REDIS_MODES}
 
 
 def rpc_model(counts: dict) -> dict:
@@ -349,7 +467,9 @@ def format_report(result: dict) -> str:
     lines = [f"Figure 8 on backend {result['backend']} "
              f"({result['ops']} ops x {result['rounds']} rounds, median)",
              f"{'':8} {'Bigtable':>12} {'Percolator':>12} {'Relative':>9} {'Paper':>6}"]
-    runs = [("in-process store", result)]
+    runs = [("in-process store" if result.get("mode", "in-process") == "in-process" else
+             "real round trips; Percolator: combined check-and-write, 'without conditional "
+             "mutations': separate", result)]
     if "modeled_latency" in result:
         m = result["modeled_latency"]
         runs.append((f"with {m['latency_s'] * 1e6:.0f} us modeled round trip per RPC", m))
@@ -366,6 +486,12 @@ def format_report(result: dict) -> str:
         lines.append(f"{op:18} {c['row_transactions']:5} "
                      f"{c['rpcs_without_conditional_mutations']:6} {c['reads']:6} "
                      f"{c['writes']:7} {c['erases']:7} {c['oracle_calls']:7}")
+    for mode, m in result.get("modes", {}).items():
+        lines.append(f"-- Redis, {mode} check-and-write: read {m['read_relative']:.3f}, "
+                     f"write {m['write_relative']:.3f}; round trips per op "
+                     + ", ".join(f"{op} {n}" for op, n in m["round_trips_per_op"].items())
+                     + "; server calls per op "
+                     + ", ".join(f"{op} {n}" for op, n in m["server_calls_per_op"].items()))
     lines.append("-- the limit and SQLite in memory (ops/s)")
     for key in ("dict_reads_per_s", "dict_writes_per_s", "itertools_count_per_s",
                 "oracle_timestamps_per_s", "sqlite_reads_per_s", "sqlite_writes_per_s"):
