@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 
 def register(subparsers) -> None:
@@ -23,13 +25,43 @@ def register(subparsers) -> None:
     p.add_argument("--broker-fix", action="store_true",
                    help="per-trade commission side rows aggregated later (no broker hotspot)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default=None, help="store URL for Cluster(backend=...)")
+    p.add_argument("--backend", default=None,
+                   help="store URL for Cluster(backend=...), e.g. redis://127.0.0.1:6390/0; "
+                        "'redis' starts a throwaway local redis-server for the run. On Redis "
+                        "the run uses a fresh key prefix and deletes its keys afterwards")
+    p.add_argument("--processes", type=int, default=None,
+                   help="client processes sharing the store (needs a Redis backend); "
+                        "each runs --threads emulator threads")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
+def _fresh_prefix(url: str) -> str:
+    """The store URL under a key prefix of this run's own (Redis), so runs never mix."""
+    from urllib.parse import parse_qs, urlparse
+    from ..backends import url_with
+    base = parse_qs(urlparse(url).query).get("prefix", ["pc"])[-1]
+    return url_with(url, prefix=f"{base}-tpce-{os.getpid()}-{int(time.time() * 1000)}")
+
+
+def _run_on(url, args, config) -> tuple:
+    """``(result, violations, workload)`` of one run on the store at ``url``."""
+    from ..workloads import tpce
+    if args.processes is not None:
+        result, workload = tpce.run_processes(
+            url, config, processes=args.processes, threads=args.threads, seconds=args.seconds,
+            latency=args.latency, progress=not args.no_progress)
+        return result, result["violations"], workload
+    workload = tpce.Tpce(tpce.new_cluster(backend=url), config)
+    result = workload.run_threads(threads=args.threads, seconds=args.seconds,
+                                  latency=args.latency, progress=not args.no_progress)
+    return result, workload.check_invariants(), workload
+
+
 def run(args) -> int:
+    from ..backends import backend_url, is_redis
+    from ..errors import StoreUnavailable
     from ..workloads import tpce
     try:
         config = tpce.TpceConfig(customers=args.customers, securities=args.securities,
@@ -37,13 +69,22 @@ def run(args) -> int:
                                  seed=args.seed)
         if args.seconds <= 0:
             raise ValueError(f"--seconds must be > 0, got {args.seconds}")
-        workload = tpce.Tpce(tpce.new_cluster(backend=args.backend), config)
-        result = workload.run_threads(threads=args.threads, seconds=args.seconds,
-                                      latency=args.latency, progress=not args.no_progress)
-    except (TypeError, ValueError) as e:
+        if args.processes is not None and not is_redis(args.backend):
+            raise ValueError("--processes needs a store shared by processes: "
+                             "--backend redis or redis://HOST:PORT/DB")
+        if args.processes is not None and args.processes < 1:
+            raise ValueError(f"--processes must be >= 1, got {args.processes}")
+        with backend_url(args.backend) as url:
+            if is_redis(url):
+                url = _fresh_prefix(url)
+            try:
+                result, violations, workload = _run_on(url, args, config)
+            finally:
+                if is_redis(url):
+                    _flush(url)
+    except (TypeError, ValueError, StoreUnavailable) as e:
         print(f"percolator tpce: {e}", file=sys.stderr)
         return 2
-    violations = workload.check_invariants()
     result.update(invariants_ok=not violations, violations=violations[:50],
                   violation_count=len(violations), broker_fix=args.broker_fix,
                   customers=args.customers, brokers=config.n_brokers, seed=args.seed,
@@ -58,3 +99,10 @@ def run(args) -> int:
         for v in violations[:20]:
             print(f"violation: {v}")
     return 0 if not violations else 1
+
+
+def _flush(url: str) -> None:
+    from ..backends import open_backend
+    store = open_backend(url)
+    store.flush()
+    store.close()

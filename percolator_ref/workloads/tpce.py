@@ -380,9 +380,17 @@ def percentile(values: list, p: float) -> float:
 # -- the workload ----------------------------------------------------------------
 
 class Tpce:
-    """One TPC-E-style database on ``store`` (a Cluster, or a store with ``begin()``)."""
+    """One TPC-E-style database on ``store`` (a Cluster, or a store with ``begin()``).
 
-    def __init__(self, store, config: Optional[TpceConfig] = None, **kwargs):
+    Several client processes on one shared store (see :func:`run_processes`):
+    one process loads; the others pass ``load=False`` (same config: they only
+    recompute the initial holdings), a ``trade_id_prefix`` of their own (trade
+    ids unique per process) and a ``stream`` of their own (their emulators'
+    random streams differ).
+    """
+
+    def __init__(self, store, config: Optional[TpceConfig] = None, *, load: bool = True,
+                 trade_id_prefix: str = "T", stream: int = 0, **kwargs):
         if config is not None and kwargs:
             raise TypeError("pass either config or keyword settings, not both")
         self.config = config if config is not None else TpceConfig(**kwargs)
@@ -395,12 +403,14 @@ class Tpce:
         self.stats = Stats()
         self.pending = deque()                            # trade ids for Trade-Result
         self._ids = 0
+        self.trade_id_prefix = trade_id_prefix
+        self.stream = _positive_int(stream, "stream", 0)
         self._ids_lock = threading.Lock()
         self._feed_lock = threading.Lock()
         self._aggregate_lock = threading.Lock()
         self.initial_holdings = {}
         self.aggregation = self._install_aggregation()
-        self._load()
+        self._load(write=load)
 
     def _install_aggregation(self) -> Optional[str]:
         """The broker fix's aggregation: an observer on a cluster, else a periodic transaction."""
@@ -412,10 +422,10 @@ class Tpce:
         return "periodic"
 
     # -- loading ------------------------------------------------------------
-    def _load(self) -> None:
+    def _load(self, write: bool = True) -> None:
         cfg = self.config
         rng = random.Random(cfg.seed)
-        t = self.store.begin()
+        t = self.store.begin() if write else _NoWrites()
         for b in range(cfg.n_brokers):
             t.set(f"B{b:02d}", "num_trades", 0, table=BROKER)
             t.set(f"B{b:02d}", "comm_total", 0, table=BROKER)
@@ -435,7 +445,7 @@ class Tpce:
     def _new_trade_id(self) -> str:
         with self._ids_lock:
             self._ids += 1
-            return f"T{self._ids:08d}"
+            return f"{self.trade_id_prefix}{self._ids:08d}"
 
     def next_job(self, rng: random.Random, feed_busy: bool = False) -> tuple:
         """Draw a transaction by TPC-E's mix: ``(name, args)``.
@@ -567,7 +577,7 @@ class Tpce:
         stop = threading.Event()
 
         def emulator(i: int) -> None:
-            rng = random.Random(self.config.seed * 100003 + i)
+            rng = random.Random(self.config.seed * 100003 + self.stream * 1009 + i)
             while not stop.is_set():
                 feed = self._feed_lock.acquire(blocking=False)
                 name, args = self.next_job(rng, feed_busy=not feed)
@@ -671,6 +681,16 @@ class Tpce:
         return list(self.stats.violations) + _check_snapshot(self, snap)
 
 
+class _NoWrites:
+    """Stands in for the loading transaction when another process loaded the data."""
+
+    def set(self, *args, **kwargs) -> None:
+        pass
+
+    def commit(self) -> bool:
+        return True
+
+
 def _check_snapshot(w: Tpce, snap: dict) -> list:
     v = []
     cfg = w.config
@@ -769,3 +789,77 @@ def cpu_per_trade(rounds: int = 400, customers: int = 200, seed: int = 0,
                          / out["sqlite"]["cpu_ms_per_trade_result"], 2)
     out["paper_ratio"] = 30
     return out
+
+
+# -- several client processes on a shared store (Redis) ----------------------------
+
+def _process_worker(cluster, index: int, config: TpceConfig, threads: int, seconds: float,
+                    latency: float) -> dict:
+    """One client process: emulator threads on the shared database (loaded by the parent)."""
+    w = Tpce(cluster, config, load=False, trade_id_prefix=f"T{index:02d}-", stream=index + 1)
+    summary = w.run_threads(threads=threads, seconds=seconds, latency=latency, drain=False)
+    latencies = list(w.stats.latencies)
+    w.drain()
+    return {"summary": summary, "latencies": latencies, "violations": list(w.stats.violations),
+            "trade_results_total": w.stats.trade_results}
+
+
+def run_processes(backend: str, config: TpceConfig, processes: int = 2, threads: int = 1,
+                  seconds: float = 2.0, latency: float = 0.0, progress: bool = False) -> tuple:
+    """TPC-E with ``processes`` client processes (``threads`` emulators each) on one store.
+
+    The parent loads the database, the workers run for ``seconds`` and drain
+    their pending trades; the parent then aggregates (broker fix) and checks
+    the invariants over the shared store. Returns ``(result, workload)``:
+    ``result`` has the keys of :meth:`Tpce.summary` summed over the processes
+    (tpsE is the sum of the processes' rates; latency percentiles over every
+    process's latencies), ``invariants_ok``, ``violations`` (all of them) and
+    ``per_process``.
+    """
+    from ..backends.multiprocess import run_processes as start_all
+    _positive_int(processes, "processes")
+    _positive_int(threads, "threads")
+    w = Tpce(new_cluster(backend=backend), config)
+    run = start_all(backend, _process_worker, processes, (config, threads, seconds, latency),
+                    cluster_options={"record_history": False}, progress=progress)
+    failed = [r.error or f"exit code {r.exitcode}" for r in run.workers if not
+              (r.error is None and r.exitcode == 0)]
+    if failed:
+        raise RuntimeError("a TPC-E worker process failed:\n" + "\n".join(failed))
+    outs = [r.result for r in run.workers]
+    w.stats.trade_results = sum(o["trade_results_total"] for o in outs)
+    w.stats.violations = [v for o in outs for v in o["violations"]]
+    if config.broker_fix:
+        w.aggregate()                      # fold what the workers left for the observer
+    violations = w.check_invariants()
+    result = _merge_summaries([o["summary"] for o in outs], [o["latencies"] for o in outs])
+    result.update(processes=processes, threads_per_process=threads, threads=processes * threads,
+                  latency_s=latency, invariants_ok=not violations, violations=violations,
+                  violation_count=len(violations),
+                  per_process=[{k: o["summary"][k] for k in ("tpsE", "trade_results", "committed",
+                                                           "aborts", "seconds")} for o in outs])
+    return result, w
+
+
+def _merge_summaries(summaries: list, latencies: list) -> dict:
+    committed, aborted = Counter(), Counter()
+    for s in summaries:
+        committed.update(s["mix"])
+        aborted.update(s["aborted_by_txn"])
+    stats = Stats(committed=committed, aborted=aborted)
+    lat = [x * 1000 for per in latencies for x in per]
+    trade_results = sum(s["trade_results"] for s in summaries)
+    cpu = sum(s["cpu_seconds"] for s in summaries)
+    return {"seconds": max(s["seconds"] for s in summaries), "trade_results": trade_results,
+            "tpsE": round(sum(s["tpsE"] for s in summaries), 2),
+            "committed": sum(committed.values()), "aborts": sum(aborted.values()),
+            "abort_rate": round(stats.abort_rate(), 4),
+            "trade_result_abort_rate": round(stats.abort_rate(["trade_result"]), 4),
+            "gave_up": sum(s["gave_up"] for s in summaries),
+            "latency_ms_p50": round(percentile(lat, 50), 3),
+            "latency_ms_p90": round(percentile(lat, 90), 3),
+            "latency_ms_p99": round(percentile(lat, 99), 3),
+            "mix": dict(sorted(committed.items())), "aborted_by_txn": dict(sorted(aborted.items())),
+            "cpu_seconds": round(cpu, 3),
+            "cpu_ms_per_trade_result": round(1000 * cpu / trade_results, 3) if trade_results
+            else None}
