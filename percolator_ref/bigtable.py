@@ -101,7 +101,42 @@ class RowTransaction:
         self.note = note
 
 
-class Bigtable:
+class RawCellOperations:
+    """Figure 8's raw Bigtable operations, each one single-cell row transaction.
+
+    Shared by every store: it needs only ``row_transaction``; a store whose
+    values must be encodable checks them in ``_check_value`` before sending.
+    """
+
+    def _check_value(self, value: Any) -> None:
+        """Raise TypeError before anything is written if ``value`` cannot be stored."""
+
+    def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
+        """Write one version: a one-cell row transaction (Figure 8's raw write)."""
+        _check_name(bigtable_column, "bigtable_column")
+        _check_ts(ts)
+        self._check_value(value)
+        with self.row_transaction(table, row, step="bigtable-write") as rt:
+            rt.write(bigtable_column, ts, value)
+
+    def read(self, table: str, row: str, bigtable_column: str, ts: Optional[int] = None):
+        """Newest value at or below ``ts`` (newest of all if None), or None."""
+        _check_name(bigtable_column, "bigtable_column")
+        if ts is not None:
+            _check_ts(ts)
+        with self.row_transaction(table, row, step="bigtable-read") as rt:
+            found = rt.read(bigtable_column, ts)
+        return None if found is None else found[1]
+
+    def erase(self, table: str, row: str, bigtable_column: str, ts: int) -> None:
+        """Erase the version at exactly ``ts`` (no-op if absent)."""
+        _check_name(bigtable_column, "bigtable_column")
+        _check_ts(ts)
+        with self.row_transaction(table, row, step="bigtable-erase") as rt:
+            rt.erase(bigtable_column, ts)
+
+
+class Bigtable(RawCellOperations):
     """The embedded in-memory Bigtable: one "tablet server" for all tables.
 
     Thread-safe: a row transaction holds the server's lock while it runs.
@@ -180,30 +215,6 @@ class Bigtable:
         if not cells:
             del self._tables[table][row]
         return changes
-
-    # -- raw single-cell operations (each one row transaction) ------------
-    def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
-        """Write one version: a one-cell row transaction (Figure 8's raw write)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-write") as rt:
-            rt.write(bigtable_column, ts, value)
-
-    def read(self, table: str, row: str, bigtable_column: str, ts: Optional[int] = None):
-        """Newest value at or below ``ts`` (newest of all if None), or None."""
-        _check_name(bigtable_column, "bigtable_column")
-        if ts is not None:
-            _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-read") as rt:
-            found = rt.read(bigtable_column, ts)
-        return None if found is None else found[1]
-
-    def erase(self, table: str, row: str, bigtable_column: str, ts: int) -> None:
-        """Erase the version at exactly ``ts`` (no-op if absent)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-erase") as rt:
-            rt.erase(bigtable_column, ts)
 
     # -- inspection (not counted: for rendering and checks) ---------------
     def versions(self, table: str, row: str, bigtable_column: str) -> list:

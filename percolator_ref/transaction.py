@@ -241,28 +241,39 @@ class Transaction:
         column, is_primary = m.cell.column, m.cell == primary
         step = "prewrite-primary" if is_primary else "prewrite-secondary"
         with self._row_txn(m.cell.table, m.cell.row, step) as rt:
-            one_script = _offers_conditional_mutations(rt)
-            if one_script:       # section 2.5: the checks travel with the writes, one round trip
-                self._write_data_and_lock(rt, m, primary, is_primary)
-                _, (newer, lock) = rt.check_and_mutate([(write_col(column), self.start_ts, None,
-                                                         False), (lock_col(column), 0, None, False)])
-            else:
-                newer = rt.read(write_col(column), min_ts=self.start_ts)
-                lock = None if newer else rt.read(lock_col(column))
+            newer, lock = self._check_and_lock(rt, m, primary, is_primary)
             if newer is not None:            # write-write conflict: committed after our start
                 rt.explain(f"prewrite {m.cell}: write record @ {newer[0]} >= start "
                            f"{self.start_ts} -> conflict, abort")
                 return False
-            if lock is not None:             # another transaction holds the cell
-                rt.explain(f"prewrite {m.cell}: lock by {lock[1].client} @ {lock[0]} "
-                           f"-> conflict, abort")
-            else:
-                if not one_script:
-                    self._write_data_and_lock(rt, m, primary, is_primary)
+            if lock is None:
                 return True
+            # another transaction holds the cell
+            rt.explain(f"prewrite {m.cell}: lock by {lock[1].client} @ {lock[0]} "
+                       f"-> conflict, abort")
         if not self.cluster.lockservice.is_alive(lock[1].client):
             cleanup.cleanup_lock(self, m.cell, lock[1])     # tidy up, but still abort
         return False
+
+    def _check_and_lock(self, rt, m: Mutation, primary: Cell, is_primary: bool):
+        """Prewrite's two checks, then, if both pass, data and lock at start_ts.
+
+        Returns ``(newer write record, lock)`` found (None, None when it locked).
+        With conditional mutations (section 2.5, a store offering
+        ``check_and_mutate``) the checks travel with the writes in one round
+        trip and the store drops the writes if a check fails.
+        """
+        column = m.cell.column
+        if _offers_conditional_mutations(rt):
+            self._write_data_and_lock(rt, m, primary, is_primary)
+            _, (newer, lock) = rt.check_and_mutate(
+                [(write_col(column), self.start_ts, None, False), (lock_col(column), 0, None, False)])
+            return newer, lock
+        newer = rt.read(write_col(column), min_ts=self.start_ts)
+        lock = None if newer else rt.read(lock_col(column))
+        if newer is None and lock is None:
+            self._write_data_and_lock(rt, m, primary, is_primary)
+        return newer, lock
 
     def _write_data_and_lock(self, rt, m: Mutation, primary: Cell, is_primary: bool) -> None:
         column = m.cell.column
@@ -278,22 +289,25 @@ class Transaction:
     def _commit_primary(self, m: Mutation) -> bool:
         """The commit point: replace the primary lock by a write record, if the lock is still ours."""
         with self._row_txn(m.cell.table, m.cell.row, "commit-primary") as rt:
-            one_script = _offers_conditional_mutations(rt)
-            if one_script:       # section 2.5: write if our lock is there, in one round trip
-                self._write_record(rt, m)
-                held, _ = rt.check_and_mutate([(lock_col(m.cell.column), self.start_ts,
-                                                self.start_ts, True)])
-            else:
-                held = cleanup.held_lock(rt, m.cell.column, self.start_ts) is not None
-            if not held:
+            if not self._write_record_if_locked(rt, m):
                 # race: a cleaner judged us dead and rolled the primary back
                 rt.explain(f"commit {m.cell}: primary lock gone -> rolled back by a cleaner, abort")
                 return False
-            if not one_script:
-                self._write_record(rt, m)
             rt.explain(f"commit {m.cell} (commit point): write record {m.kind.value} @ "
                        f"{self.start_ts} at commit ts {self.commit_ts}, erase the primary lock")
             return True
+
+    def _write_record_if_locked(self, rt, m: Mutation) -> bool:
+        """Write the primary's record only if our lock is still there; True if written."""
+        if _offers_conditional_mutations(rt):       # section 2.5: one round trip
+            self._write_record(rt, m)
+            held, _ = rt.check_and_mutate(
+                [(lock_col(m.cell.column), self.start_ts, self.start_ts, True)])
+            return held
+        if cleanup.held_lock(rt, m.cell.column, self.start_ts) is None:
+            return False
+        self._write_record(rt, m)
+        return True
 
     def _commit_secondary(self, m: Mutation) -> None:
         """Second phase: a secondary's write record (idempotent if a cleaner rolled it forward)."""

@@ -66,7 +66,7 @@ from urllib.parse import parse_qs, urlparse
 
 from sortedcontainers import SortedDict
 
-from ..bigtable import NOTIFY_SUFFIX, RowTransaction, _check_ts
+from ..bigtable import NOTIFY_SUFFIX, RawCellOperations, RowTransaction, _check_ts
 from ..errors import StoreUnavailable
 from ..model import check_name as _check_name
 from ..trace import Change, RowTransactionEvent, Tracer
@@ -247,7 +247,7 @@ class RedisRowTransaction(RowTransaction):
             raise RuntimeError("check_and_mutate already sent this row transaction's writes")
 
 
-class RedisBigtable:
+class RedisBigtable(RawCellOperations):
     """The Bigtable interface (see :class:`~percolator_ref.bigtable.Bigtable`) on Redis.
 
     ``url``: ``redis://host:port/db`` or ``redis+cluster://host:port`` with
@@ -516,30 +516,8 @@ class RedisBigtable:
         if reply[2] == 1:
             self._guard(self.redis.zrem, ix, rt.row)
 
-    # -- raw single-cell operations (each one row transaction) ------------
-    def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
-        """Write one version: a one-cell row transaction (Figure 8's raw write)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        encode(value)                                   # TypeError before anything is sent
-        with self.row_transaction(table, row, step="bigtable-write") as rt:
-            rt.write(bigtable_column, ts, value)
-
-    def read(self, table: str, row: str, bigtable_column: str, ts: Optional[int] = None):
-        """Newest value at or below ``ts`` (newest of all if None), or None."""
-        _check_name(bigtable_column, "bigtable_column")
-        if ts is not None:
-            _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-read") as rt:
-            found = rt.read(bigtable_column, ts)
-        return None if found is None else found[1]
-
-    def erase(self, table: str, row: str, bigtable_column: str, ts: int) -> None:
-        """Erase the version at exactly ``ts`` (no-op if absent)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-erase") as rt:
-            rt.erase(bigtable_column, ts)
+    def _check_value(self, value: Any) -> None:
+        encode(value)                      # TypeError before anything is sent
 
     # -- inspection (not counted) -------------------------------------------
     def _fetch_row(self, table: str, row: str) -> dict:
