@@ -102,11 +102,19 @@ class RowTransaction:
 
 
 class RawCellOperations:
-    """Figure 8's raw Bigtable operations, each one single-cell row transaction.
+    """What every store shares: admission of a row transaction, and Figure 8's
+    raw Bigtable operations, each one single-cell row transaction.
 
-    Shared by every store: it needs only ``row_transaction``; a store whose
+    A store needs ``row_transaction``, ``gate`` and ``latency``; a store whose
     values must be encodable checks them in ``_check_value`` before sending.
     """
+
+    def _admit(self, rt) -> None:
+        """Before a row transaction: the stepper's gate, then the modeled round trip."""
+        if self.gate is not None:
+            self.gate(rt.client, rt.table, rt.row, rt.step)
+        if self.latency:
+            time.sleep(self.latency)
 
     def _check_value(self, value: Any) -> None:
         """Raise TypeError before anything is written if ``value`` cannot be stored."""
@@ -168,10 +176,7 @@ class Bigtable(RawCellOperations):
         return RowTransaction(self, table, row, client, step, after)
 
     def _enter(self, rt: RowTransaction) -> None:
-        if self.gate is not None:
-            self.gate(rt.client, rt.table, rt.row, rt.step)
-        if self.latency:
-            time.sleep(self.latency)
+        self._admit(rt)
         self._lock.acquire()
         rows = self._tables.get(rt.table)
         rt._row = rows.get(rt.row, {}) if rows is not None else {}

@@ -59,6 +59,15 @@ def test_garbage_state_file_is_reported(tmp_path):
         TimestampOracle(state_path=path)
 
 
+def _run_threads(worker, n):
+    """Run ``worker(i)`` for i in range(n), each in its own thread, and wait for all."""
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_many_threads_get_unique_per_thread_increasing_timestamps():
     oracle = TimestampOracle(range_size=97)
     per_thread = {}
@@ -66,11 +75,7 @@ def test_many_threads_get_unique_per_thread_increasing_timestamps():
     def worker(i):
         per_thread[i] = [oracle.get_timestamp() for _ in range(2000)]
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_threads(worker, 8)
     everything = [ts for stamps in per_thread.values() for ts in stamps]
     assert len(everything) == len(set(everything)) == 16000
     for stamps in per_thread.values():
@@ -96,11 +101,7 @@ def test_batching_client_batches_and_stays_unique():
         start.wait()
         per_thread[i] = [client.get_timestamp() for _ in range(100)]
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _run_threads(worker, 8)
     everything = [ts for stamps in per_thread.values() for ts in stamps]
     assert len(everything) == len(set(everything)) == 800 == client.served
     for stamps in per_thread.values():

@@ -343,10 +343,7 @@ class RedisBigtable(RawCellOperations):
         return RedisRowTransaction(self, table, row, client, step, after)
 
     def _enter(self, rt: RedisRowTransaction) -> None:
-        if self.gate is not None:
-            self.gate(rt.client, rt.table, rt.row, rt.step)
-        if self.latency:
-            time.sleep(self.latency)
+        self._admit(rt)
         rt._token = f"{self._owner}:{next(_tokens)}"
 
     def _wait(self, what: str, attempt: int, pttl, deadline: float) -> None:
