@@ -8,16 +8,18 @@ from .bigtable import Bigtable, RowTransaction
 from .checker import CheckReport, History, check_history
 from .clock import ManualClock, WallClock
 from .cluster import Cluster
-from .errors import (ClientCrash, ObserverLoopError, PercolatorError, StoreUnavailable,
+from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, PercolatorError, StoreUnavailable,
                      TransactionClosed)
 from .lockservice import LockService
 from .model import Cell, Lock, Write, WriteKind
 from .oracle import BatchingOracleClient, TimestampOracle
 from .trace import Change, RowTransactionEvent, Tracer
-from .transaction import CRASH_POINTS, Transaction
+from .session import Session
+from .step import CRASH_POINTS, Step
+from .transaction import Transaction
 
 __all__ = [
-    "Bigtable", "RowTransaction", "CheckReport", "History", "check_history", "ManualClock",
+    "Bigtable", "RowTransaction", "CommitOutcomeUnknown", "Session", "Step", "CheckReport", "History", "check_history", "ManualClock",
     "WallClock", "Cluster", "ClientCrash", "ObserverLoopError", "PercolatorError",
     "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
     "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",

@@ -57,8 +57,10 @@ import threading
 import time
 from typing import Callable, Optional
 
-from .backends import is_redis, url_with
+from .stores import is_redis, url_with
 from .clock import ManualClock
+from .interceptors import Latency
+from .step import CHECK_AND_WRITE_STEPS, Step
 
 PAPER_FIGURE_8 = {
     "bigtable_reads_per_s": 15513, "percolator_reads_per_s": 14590, "read_relative": 0.94,
@@ -158,35 +160,29 @@ def redis_figure8_store(url: str, mode: str = "combined", n_rows: int = 1000) ->
 # -- conditional mutations ---------------------------------------------------------
 
 class SeparateChecks:
-    """A Bigtable gate modelling a store WITHOUT conditional mutations.
+    """An interceptor modelling a store WITHOUT conditional mutations.
 
     Before each row transaction whose step both checks and writes (prewrite,
     commit of the primary, rollbacks, cleanup), it first runs a separate
     read-only row transaction on the same row (step ``"separate-read"``): the
     read RPC a client would need if the check could not travel with the
-    write. Install with ``bigtable.gate = SeparateChecks(bigtable)``.
+    write. Install with ``bigtable.interceptors.append(SeparateChecks(bigtable))``.
     """
 
-    CHECK_AND_WRITE = frozenset({"prewrite-primary", "prewrite-secondary", "commit-primary",
-                                 "abort-rollback", "cleanup-primary", "roll-forward",
-                                 "roll-back"})
+    def __init__(self, bigtable):
+        self.bigtable = bigtable
+        self.local = threading.local()
 
-    def __init__(self, bigtable, inner: Optional[Callable] = None):
-        self.bigtable, self.inner = bigtable, inner
-        self._local = threading.local()
-
-    def __call__(self, client, table, row, step):
-        if self.inner is not None:
-            self.inner(client, table, row, step)
-        if step not in self.CHECK_AND_WRITE or getattr(self._local, "busy", False):
+    def before(self, rt) -> None:
+        if rt.step not in CHECK_AND_WRITE_STEPS or getattr(self.local, "busy", False):
             return
-        self._local.busy = True
+        self.local.busy = True
         try:
-            with self.bigtable.row_transaction(table, row, client=client,
-                                               step="separate-read") as rt:
+            with self.bigtable.row_transaction(rt.table, rt.row, client=rt.client,
+                                               step=Step.SEPARATE_READ) as rt:
                 rt.columns()
         finally:
-            self._local.busy = False
+            self.local.busy = False
 
 
 def rpcs_without_conditional_mutations(events) -> int:
@@ -288,8 +284,10 @@ def _stores(n_rows: int, backend, latency: float):
     else:
         store = Figure8Store(n_rows, backend)
         split = Figure8Store(n_rows, backend)
-        split.bigtable.gate = SeparateChecks(split.bigtable, split.bigtable.gate)
-    store.bigtable.latency = split.bigtable.latency = latency
+        split.bigtable.interceptors.append(SeparateChecks(split.bigtable))
+    if latency:
+        store.bigtable.interceptors.append(Latency(latency))
+        split.bigtable.interceptors.append(Latency(latency))
     return store, split
 
 

@@ -19,57 +19,89 @@ observer scanner reads only dirty cells, never the whole table.
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any, Callable, Iterator, Optional
+from dataclasses import dataclass
+from typing import Any, Iterator, Optional
 
 from sortedcontainers import SortedDict, SortedSet
 
-from .model import check_name as _check_name
+from .model import MAX_TIMESTAMP, check_name
+from .step import Step
 from .trace import Change, RowTransactionEvent, Tracer
 
 NOTIFY_SUFFIX = ":notify"
 
 
-def _check_ts(ts, argument: str = "ts") -> None:
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        raise TypeError(f"{argument} must be an int timestamp, got {ts!r}")
-    if ts < 0:
-        raise ValueError(f"{argument} must be >= 0, got {ts}")
+@dataclass(frozen=True)
+class Condition:
+    """One check of a conditional mutation (paper §2.5): a version of ``column``
+    with ``min_ts <= ts <= max_ts`` (``max_ts`` None: no upper bound) must exist
+    (``present=True``) or must not (``present=False``)."""
+    column: str
+    min_ts: int = 0
+    max_ts: Optional[int] = None
+    present: bool = False
 
 
 class RowTransaction:
     """One atomic single-row transaction (use as a context manager).
 
-    Reads return ``(ts, value)`` pairs or ``None``; ``write``/``erase`` are
-    buffered and applied together at the end of the ``with`` block.
-    ``explain(note)`` attaches the sentence the tracer reports ("why").
+    The interface every store offers, and the only way the protocol touches a
+    row. Reads return ``(ts, value)`` pairs or ``None`` and see the row as it
+    was when the transaction started; ``write``/``erase`` are buffered and
+    applied together when the ``with`` block exits without an exception (an
+    exception applies nothing). ``check_and_write`` is the conditional
+    mutation: checks and writes together. ``explain(note)`` attaches the
+    sentence the tracer reports ("why").
+
+    Interceptors (see :mod:`percolator_ref.interceptors`) attach from outside:
+    each one's ``before(rt)`` runs before the row transaction starts, and its
+    ``after(rt)`` once it has applied, both outside the store's row lock.
+
+    A store subclasses this only to change *how* (round trips, locking), never
+    *what*: it implements ``begin(rt)``, ``fetch_row(rt)`` and ``end(rt, commit)``
+    and may override :meth:`check_and_write` to send it in one round trip.
+    Public state a store may use: ``row_data`` (``{column: SortedDict(ts ->
+    value)}`` once fetched), ``columns_read`` and ``mutations`` (``(column, ts,
+    value)`` with value None for an erase).
     """
 
-    def __init__(self, bigtable: "Bigtable", table: str, row: str,
-                 client: Optional[str], step: str, after: Optional[Callable] = None):
-        self.bigtable, self.table, self.row = bigtable, table, row
-        self.client, self.step, self.after = client, step, after
+    def __init__(self, store, table: str, row: str, client: Optional[str], step: str,
+                 interceptors=()):
+        self.store, self.table, self.row = store, table, row
+        self.client, self.step = client, step
+        self.interceptors = tuple(store.interceptors) + tuple(interceptors)
         self.note = ""
-        self._reads: list[str] = []
-        self._mutations: list[tuple[str, int, Any]] = []   # value None = erase
-        self._row: dict = {}
+        self.row_data: Optional[dict] = None
+        self.columns_read: list[str] = []
+        self.mutations: list[tuple[str, int, Any]] = []
 
     # -- lifecycle -------------------------------------------------------
     def __enter__(self) -> "RowTransaction":
-        self.bigtable._enter(self)
+        for interceptor in self.interceptors:
+            if hasattr(interceptor, "before"):
+                interceptor.before(self)
+        self.store.begin(self)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        self.bigtable._exit(self, commit=exc_type is None)
-        if exc_type is None and self.after is not None:
-            self.after(self.step)      # e.g. crash injection: outside the row lock
+        self.store.end(self, commit=exc_type is None)
+        if exc_type is None:
+            for interceptor in self.interceptors:
+                if hasattr(interceptor, "after"):
+                    interceptor.after(self)
         return False
+
+    def loaded_row(self) -> dict:
+        """The row's columns, fetched from the store at the first read."""
+        if self.row_data is None:
+            self.row_data = self.store.fetch_row(self)
+        return self.row_data
 
     # -- reads -----------------------------------------------------------
     def read(self, column: str, max_ts: Optional[int] = None, min_ts: int = 0):
         """Newest version of ``column`` with ``min_ts <= ts <= max_ts`` as ``(ts, value)``, or None."""
-        self._reads.append(column)
-        versions = self._row.get(column)
+        self.columns_read.append(column)
+        versions = self.loaded_row().get(column)
         if not versions:
             return None
         idx = len(versions) if max_ts is None else versions.bisect_right(max_ts)
@@ -80,118 +112,145 @@ class RowTransaction:
 
     def versions(self, column: str) -> list:
         """All versions of ``column``, newest first, as ``[(ts, value), ...]``."""
-        self._reads.append(column)
-        versions = self._row.get(column)
+        self.columns_read.append(column)
+        versions = self.loaded_row().get(column)
         return list(reversed(versions.items())) if versions else []
 
     def columns(self) -> list:
         """The physical columns present in this row, sorted."""
-        return sorted(self._row)
+        return sorted(self.loaded_row())
 
     # -- writes ----------------------------------------------------------
     def write(self, column: str, ts: int, value: Any) -> None:
+        """Buffer a version of ``column`` at ``ts``."""
         if value is None:
             raise ValueError("value must not be None (use erase to remove a version)")
-        self._mutations.append((column, ts, value))
+        self.mutations.append((column, ts, value))
 
     def erase(self, column: str, ts: int) -> None:
-        self._mutations.append((column, ts, None))
+        """Buffer the removal of the version at exactly ``ts`` (no-op if absent)."""
+        self.mutations.append((column, ts, None))
+
+    def check_and_write(self, conditions, writes) -> tuple:
+        """A conditional mutation (§2.5): buffer ``writes`` only if every condition holds.
+
+        ``conditions`` are :class:`Condition` s, checked in order; the first
+        that fails stops the checks. ``writes`` are ``(column, ts, value)``
+        (value None: erase). Returns ``(ok, found)``: ``found[i]`` is the
+        newest version in condition ``i``'s range, ``(ts, value)`` or None,
+        for each condition checked. The cells are the same on every store;
+        a store may only send the checks and the writes in fewer round trips.
+        """
+        found = []
+        for condition in conditions:
+            version = self.read(condition.column, condition.max_ts, condition.min_ts)
+            found.append(version)
+            if (version is not None) != condition.present:
+                return False, found
+        for column, ts, value in writes:
+            self.write(column, ts, value) if value is not None else self.erase(column, ts)
+        return True, found
 
     def explain(self, note: str) -> None:
         self.note = note
 
 
+def report(tracer: Tracer, rt: RowTransaction, changes: list) -> None:
+    """Count an applied row transaction and, if anyone listens, emit its trace event."""
+    erases = sum(1 for m in rt.mutations if m[2] is None)
+    seq = tracer.count(rt.step, len(rt.columns_read), len(rt.mutations) - erases, erases)
+    if tracer.active:
+        tracer.emit(RowTransactionEvent(seq, rt.client, rt.table, rt.row, rt.step,
+                                        tuple(dict.fromkeys(rt.columns_read)),
+                                        tuple(changes), rt.note))
+
+
+def check_ts(ts, argument: str = "ts") -> None:
+    """Raise TypeError/ValueError naming ``argument`` unless ``ts`` is a timestamp."""
+    if isinstance(ts, bool) or not isinstance(ts, int):
+        raise TypeError(f"{argument} must be an int timestamp, got {ts!r}")
+    if not 0 <= ts <= MAX_TIMESTAMP:
+        raise ValueError(f"{argument} must be in [0, {MAX_TIMESTAMP}], got {ts}")
+
+
 class RawCellOperations:
-    """What every store shares: admission of a row transaction, and Figure 8's
-    raw Bigtable operations, each one single-cell row transaction.
+    """Figure 8's raw Bigtable operations, shared by every store: each one is a
+    single-cell row transaction. A store needs ``row_transaction`` and may
+    refuse a value it cannot hold in ``check_storable``."""
 
-    A store needs ``row_transaction``, ``gate`` and ``latency``; a store whose
-    values must be encodable checks them in ``_check_value`` before sending.
-    """
-
-    def _admit(self, rt) -> None:
-        """Before a row transaction: the stepper's gate, then the modeled round trip."""
-        if self.gate is not None:
-            self.gate(rt.client, rt.table, rt.row, rt.step)
-        if self.latency:
-            time.sleep(self.latency)
-
-    def _check_value(self, value: Any) -> None:
+    def check_storable(self, value: Any) -> None:
         """Raise TypeError before anything is written if ``value`` cannot be stored."""
+        if value is None:
+            raise TypeError("value must not be None (use erase to remove a version)")
 
     def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
         """Write one version: a one-cell row transaction (Figure 8's raw write)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        self._check_value(value)
-        with self.row_transaction(table, row, step="bigtable-write") as rt:
+        check_name(bigtable_column, "bigtable_column")
+        check_ts(ts)
+        self.check_storable(value)
+        with self.row_transaction(table, row, step=Step.BIGTABLE_WRITE) as rt:
             rt.write(bigtable_column, ts, value)
 
     def read(self, table: str, row: str, bigtable_column: str, ts: Optional[int] = None):
         """Newest value at or below ``ts`` (newest of all if None), or None."""
-        _check_name(bigtable_column, "bigtable_column")
+        check_name(bigtable_column, "bigtable_column")
         if ts is not None:
-            _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-read") as rt:
+            check_ts(ts)
+        with self.row_transaction(table, row, step=Step.BIGTABLE_READ) as rt:
             found = rt.read(bigtable_column, ts)
         return None if found is None else found[1]
 
     def erase(self, table: str, row: str, bigtable_column: str, ts: int) -> None:
         """Erase the version at exactly ``ts`` (no-op if absent)."""
-        _check_name(bigtable_column, "bigtable_column")
-        _check_ts(ts)
-        with self.row_transaction(table, row, step="bigtable-erase") as rt:
+        check_name(bigtable_column, "bigtable_column")
+        check_ts(ts)
+        with self.row_transaction(table, row, step=Step.BIGTABLE_ERASE) as rt:
             rt.erase(bigtable_column, ts)
 
 
 class Bigtable(RawCellOperations):
     """The embedded in-memory Bigtable: one "tablet server" for all tables.
 
-    Thread-safe: a row transaction holds the server's lock while it runs.
-    ``gate`` (if set) is called as ``gate(client, table, row, step)`` before a
-    row transaction starts, outside the lock: the stepper's scheduler uses it
-    to let exactly one row transaction run at a time. ``latency`` (seconds)
-    models a network round trip per row transaction, slept outside the lock.
+    Thread-safe: a row transaction holds the server's lock from ``begin`` to
+    ``end``. ``interceptors`` is a list: each one's ``before(rt)`` /
+    ``after(rt)`` run around every row transaction of this store (the
+    stepper's scheduler, a modeled round trip, a benchmark's counter), outside
+    the lock; see :mod:`percolator_ref.interceptors`.
     """
 
     def __init__(self, tracer: Optional[Tracer] = None):
         self.tracer = tracer or Tracer()
-        self.gate: Optional[Callable] = None
-        self.latency = 0.0
+        self.interceptors: list = []
         self.notify_index = SortedSet()          # (table, row, column) with a notify
         self._tables: dict[str, SortedDict] = {}
         self._lock = threading.RLock()
 
     # -- row transactions ------------------------------------------------
     def row_transaction(self, table: str, row: str, *, client: Optional[str] = None,
-                        step: str = "row-transaction",
-                        after: Optional[Callable] = None) -> RowTransaction:
+                        step: str = Step.ROW_TRANSACTION, interceptors=()) -> RowTransaction:
         """A single-row transaction on ``table``/``row`` (a context manager).
 
-        ``client`` and ``step`` label the trace event; ``after(step)`` is
-        called once the row transaction has been applied, outside the lock.
+        ``client`` and ``step`` label the trace event; ``interceptors`` run
+        around this row transaction only, after the store's own.
         """
-        _check_name(table, "table")
-        _check_name(row, "row")
-        return RowTransaction(self, table, row, client, step, after)
+        check_name(table, "table")
+        check_name(row, "row")
+        return RowTransaction(self, table, row, client, step, interceptors)
 
-    def _enter(self, rt: RowTransaction) -> None:
-        self._admit(rt)
+    def begin(self, rt: RowTransaction) -> None:
+        """Take the row: hold the server lock; the row is read in place."""
         self._lock.acquire()
         rows = self._tables.get(rt.table)
-        rt._row = rows.get(rt.row, {}) if rows is not None else {}
+        rt.row_data = rows.get(rt.row, {}) if rows is not None else {}
 
-    def _exit(self, rt: RowTransaction, commit: bool) -> None:
+    def fetch_row(self, rt: RowTransaction) -> dict:
+        return rt.row_data
+
+    def end(self, rt: RowTransaction, commit: bool) -> None:
+        """Apply the buffered mutations (if ``commit``), report them, release the lock."""
         try:
-            if not commit:
-                return
-            changes = self._apply(rt.table, rt.row, rt._mutations)
-            erases = sum(1 for m in rt._mutations if m[2] is None)
-            seq = self.tracer.count(rt.step, len(rt._reads), len(rt._mutations) - erases, erases)
-            if self.tracer.active:
-                self.tracer.emit(RowTransactionEvent(
-                    seq, rt.client, rt.table, rt.row, rt.step,
-                    tuple(dict.fromkeys(rt._reads)), tuple(changes), rt.note))
+            if commit:
+                report(self.tracer, rt, self._apply(rt.table, rt.row, rt.mutations))
         finally:
             self._lock.release()
 

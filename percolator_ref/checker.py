@@ -64,7 +64,7 @@ class History:
     def resolve_crashed(self, bigtable) -> None:
         """Settle each crashed transaction by its primary: committed iff it has a write record."""
         for record in self.records:
-            if record.status != "crashed":
+            if record.status not in ("crashed", "unknown"):
                 continue
             record.commit_ts = _primary_commit_ts(bigtable, record)
             record.status = "committed" if record.commit_ts is not None else "aborted"

@@ -1,20 +1,38 @@
 """A Percolator cluster: Bigtable, timestamp oracle, lock service, observers.
 
 ``Cluster()`` is the embedded, in-process cluster every notebook and test
-uses; see API.md for the contract.
+uses; see API.md for the contract. Input is validated here, where it enters.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional
 
-from .backends import open_backend
 from .checker import CheckReport, History, check_history
 from .clock import WallClock
 from .lockservice import LockService
-from .observers import ObserverRegistry
+from .model import check_timestamp
+from .observers import ObserverRegistry, run_observers
 from .oracle import TimestampOracle
+from .stores import open_backend
 from .trace import Tracer
 from .transaction import Transaction
+
+
+def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> None:
+    """Raise TypeError/ValueError naming the argument that ``Cluster`` cannot use."""
+    check_timestamp(first_timestamp, "first_timestamp")
+    if clock is not None and not (callable(getattr(clock, "now", None))
+                                  and callable(getattr(clock, "sleep", None))):
+        raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
+    if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)):
+        raise TypeError(f"lock_ttl must be a number of seconds, got {lock_ttl!r}")
+    if not (math.isfinite(lock_ttl) and lock_ttl > 0):
+        raise ValueError(f"lock_ttl must be a finite number of seconds > 0, got {lock_ttl!r}")
+    if not isinstance(record_history, bool):
+        raise TypeError(f"record_history must be True or False, got {record_history!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {seed!r}")
 
 
 class Cluster:
@@ -24,26 +42,31 @@ class Cluster:
     gives the paper's Figure 4 timestamps). ``clock``: the cluster clock
     (wall clock by default; :class:`~percolator_ref.ManualClock` for
     determinism). ``lock_ttl``: seconds after which a silent client is dead.
-    ``backend``: None (in memory) or a store URL. ``oracle_state_path``:
-    persist the oracle's high-water mark there. ``record_history``: keep
-    :class:`~percolator_ref.checker.History` records for the checker (turn off
-    for long benchmarks). ``seed``: randomness for observers' scanners.
+    ``backend``: None (in memory) or a store URL; a Redis store keeps the
+    oracle and the liveness tokens on the server too, so processes cooperate.
+    ``oracle_state_path``: persist the oracle's high-water mark there (in
+    memory only: refused with a Redis store, whose oracle lives on the
+    server). ``record_history``: keep :class:`~percolator_ref.checker.History`
+    records for the checker (turn off for long benchmarks). ``seed``:
+    randomness for observers' scanners.
     """
 
     def __init__(self, first_timestamp: int = 1, clock=None, lock_ttl: float = 10.0,
                  backend=None, *, oracle_state_path: Optional[str] = None,
                  record_history: bool = True, seed: int = 0):
+        check_arguments(first_timestamp, clock, lock_ttl, record_history, seed)
         self.clock = clock if clock is not None else WallClock()
-        if not callable(getattr(self.clock, "now", None)):
-            raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
-        self.lockservice = LockService(self.clock, lock_ttl)
-        self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
         self.tracer = Tracer()
         self.bigtable = open_backend(backend, self.tracer)
         if getattr(self.bigtable, "make_oracle", None) is not None:
-            # a shared server: the oracle and tokens live there too, so processes cooperate
+            if oracle_state_path is not None:
+                raise ValueError("oracle_state_path is for the in-memory store: with a Redis "
+                                 "backend the oracle's state lives on the server")
             self.oracle = self.bigtable.make_oracle(first_timestamp)
             self.lockservice = self.bigtable.make_lockservice(self.clock, lock_ttl)
+        else:
+            self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
+            self.lockservice = LockService(self.clock, lock_ttl)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
         self.seed = seed
@@ -56,7 +79,7 @@ class Cluster:
         """A new transaction; ``start_ts`` from the oracle. ``client`` shares a worker's token."""
         return Transaction(self, client)
 
-    # -- observers (section 2.4) ----------------------------------------------
+    # -- observers (§2.4) -------------------------------------------------------
     def observe(self, table: str, column: str, name: Optional[str] = None) -> Callable:
         """Decorator: run ``fn(txn, row, column)`` when ``table``/``column`` is written.
 
@@ -75,7 +98,6 @@ class Cluster:
 
     def run_observers(self, max_runs: Optional[int] = None) -> int:
         """Run observers until no notification is pending; the number of committed runs."""
-        from .observers import run_observers
         return run_observers(self, max_runs)
 
     # -- checking ------------------------------------------------------------

@@ -10,10 +10,13 @@ class TransactionClosed(PercolatorError):
 
 
 class ClientCrash(PercolatorError):
-    """Raised by ``commit(crash_after=...)``: the client died at that point.
+    """Raised by ``commit(crash_after=...)``: the client died right after a step.
 
-    The store is left exactly as the crashed client left it; ``step`` names
-    the point (or the row-transaction count) at which it stopped.
+    The store is left exactly as the crashed client left it. ``step`` (a str)
+    names where it stopped: the crash point given (``"prewrite"`` ...) or, for
+    a crash after a count of row transactions, the step of the last one
+    (see :mod:`percolator_ref.step`); ``row_transactions`` counts the commit's
+    row transactions that applied.
     """
 
     def __init__(self, step, row_transactions):
@@ -21,6 +24,13 @@ class ClientCrash(PercolatorError):
                          f"({row_transactions} row transactions into commit)")
         self.step = step
         self.row_transactions = row_transactions
+
+
+class CommitOutcomeUnknown(PercolatorError):
+    """The store failed while the commit point was being written: the outcome is unknown.
+
+    The transaction is closed; its primary decides (``Transaction.outcome()``).
+    """
 
 
 class StoreUnavailable(PercolatorError):

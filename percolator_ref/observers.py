@@ -1,8 +1,11 @@
 """Observers and notifications (paper section 2.4).
 
 An *observer* is a function bound to a (table, column). A committed write to
-an observed column also sets ``c:notify`` at its commit_ts, in the same row
-transaction as the write record (:func:`~percolator_ref.cleanup.write_commit_record`);
+an observed column also sets ``c:notify`` at its commit_ts: for the primary in
+the same row transaction as its write record (the commit point), for the
+secondaries and for weak notifications just BEFORE the commit point
+(:meth:`~percolator_ref.transaction.Transaction.write_notifications`), so a
+client that dies after its commit point cannot lose them;
 the Bigtable keeps every pending notification in ``notify_index``, the
 paper's separate locality group, so finding dirty cells never reads the
 whole table. ``txn.notify(row, column, table)`` sets ``c:notify`` without a
@@ -44,8 +47,9 @@ from typing import Callable, Optional
 
 from . import cleanup
 from .errors import ObserverLoopError
-from .model import Cell, WriteKind, ack_col, check_cell, check_name, notify_col, write_col
-from .transaction import Mutation
+from .model import Cell, ack_col, check_cell, check_name, notify_col, write_col
+from .step import Step
+from .transaction import snapshot_read
 
 RETRY_LIMIT = 1000      # conflicts in a row before a run gives up (a livelock guard)
 
@@ -121,14 +125,14 @@ def pending_notification(txn, observer: Observer, row: str) -> Optional[int]:
     ack = observer.ack_cell(row)
     attempt = 0
     while True:
-        with txn._row_txn(observer.table, row, "observer-check") as rt:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
             notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn._snapshot_read(rt, ack)
+            acked = snapshot_read(rt, txn.start_ts, ack.column)
             pending = _unacknowledged(observer, notified, acked.value)
             rt.explain(_explain_check(observer, row, notified, acked, pending))
         if acked.lock is None:
             return pending
-        cleanup.backoff_and_maybe_cleanup_lock(txn, ack, acked.lock, attempt)
+        cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
         attempt += 1
 
 
@@ -170,12 +174,11 @@ def run_observer(cluster, observer: Observer, row: str, *, client: Optional[str]
             return False
         if before_run is not None:
             _guarded(txn, before_run)
-        ack = observer.ack_cell(row)
-        txn.writes[ack] = Mutation(ack, WriteKind.PUT, txn.start_ts)   # the primary
+        txn.acknowledge(observer.ack_cell(row))        # the primary
         _guarded(txn, observer.fn, txn, row, observer.column)
         if txn.commit(crash_after=crash_after):
             return True
-        cluster.clock.sleep(cleanup.backoff_delay(attempt, cluster.lock_ttl))
+        txn.session.backoff(attempt)
     raise RuntimeError(f"observer {observer.name} on {row!r}: {RETRY_LIMIT} conflicts in a row")
 
 
@@ -184,8 +187,7 @@ def _guarded(txn, fn: Callable, *args) -> None:
     try:
         fn(*args)
     except BaseException:
-        if txn.status == "open":
-            txn._close("aborted")
+        txn.abandon()
         raise
 
 
@@ -197,7 +199,7 @@ def clear_notification(cluster, table: str, row: str, column: str, client: str =
     ``n``). Returns True if the cell has no pending notification left.
     """
     observers = cluster.observers.for_column(table, column)
-    with cluster.bigtable.row_transaction(table, row, client=client, step="clear-notify") as rt:
+    with cluster.bigtable.row_transaction(table, row, client=client, step=Step.CLEAR_NOTIFY) as rt:
         acks = [(o, _committed_ack(rt, ack_col(column, o.name))) for o in observers]
         versions = [ts for ts, _ in rt.versions(notify_col(column))]
         done = [ts for ts in versions

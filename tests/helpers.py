@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 
+from percolator_ref.interceptors import Gate
 from percolator_ref.model import data_col, lock_col, write_col
 
 
@@ -41,7 +42,7 @@ def fresh_view(cluster, table="default"):
 
 class PausedCommit:
     """Run ``txn.commit(**kw)`` in a thread that stops just before its first row
-    transaction of protocol step ``step`` (through ``Bigtable.gate``).
+    transaction of protocol step ``step`` (through a ``Gate`` interceptor).
 
     While paused the holder is alive (it heartbeated at its last row transaction);
     ``resume()`` lets it go on and returns what ``commit`` returned (or raises
@@ -52,7 +53,8 @@ class PausedCommit:
         self.cluster, self.txn, self.step = cluster, txn, step
         self.reached, self.go = threading.Event(), threading.Event()
         self.result, self.error = None, None
-        cluster.bigtable.gate = self._gate
+        self.interceptor = Gate(self._gate)
+        cluster.bigtable.interceptors.append(self.interceptor)
         self.thread = threading.Thread(target=self._run, args=(commit_kw,), daemon=True)
         self.thread.start()
         if not self.reached.wait(10):
@@ -72,7 +74,7 @@ class PausedCommit:
     def resume(self):
         self.go.set()
         self.thread.join(10)
-        self.cluster.bigtable.gate = None
+        self.cluster.bigtable.interceptors.remove(self.interceptor)
         if self.thread.is_alive():
             raise AssertionError("paused commit did not finish")
         if self.error is not None:

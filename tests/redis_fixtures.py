@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from percolator_ref.backends.redis_server import LocalRedisCluster, LocalRedisServer
+from percolator_ref.harness.redis_server import LocalRedisCluster, LocalRedisServer
 
 SKIP_REASON = ("redis-server is not installed (apt-get install redis-server); "
                "the Redis backend tests need a real server")

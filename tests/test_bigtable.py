@@ -2,6 +2,7 @@
 import pytest
 
 from percolator_ref import RowTransactionEvent
+from percolator_ref.interceptors import Gate
 
 
 @pytest.fixture
@@ -104,13 +105,14 @@ def test_tracer_counts_and_emits_each_row_transaction(bt):
 
 def test_gate_is_called_before_each_row_transaction(bt):
     calls = []
-    bt.gate = lambda client, table, row, step: calls.append((client, table, row, step))
+    gate = Gate(lambda client, table, row, step: calls.append((client, table, row, step)))
+    bt.interceptors.append(gate)
     try:
         bt.write("t", "r", "x:data", "v", 1)
         with bt.row_transaction("t", "s", client="C", step="get"):
             pass
     finally:
-        bt.gate = None
+        bt.interceptors.remove(gate)
     assert calls == [(None, "t", "r", "bigtable-write"), ("C", "t", "s", "get")]
 
 

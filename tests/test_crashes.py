@@ -1,7 +1,7 @@
 """Crashes: every crash point of a multi-cell commit, and an exhaustive search over
 interleavings of two small transactions' row transactions with crash points.
 
-The search drives both commits in threads through ``Bigtable.gate`` with a
+The search drives both commits in threads through a ``Gate`` interceptor with a
 turn-taking scheduler: exactly one row transaction runs at a time, and at each
 point where both clients are waiting, every choice is explored (depth-first,
 replaying the prefix of choices on a fresh cluster). Each transaction is also
@@ -15,6 +15,7 @@ from math import comb
 import pytest
 
 from percolator_ref import ClientCrash
+from percolator_ref.interceptors import Gate
 from percolator_ref.workloads.bank import check_invariants
 
 from helpers import all_locks, cell_state, fresh_view
@@ -175,14 +176,15 @@ def run_schedule(make_cluster, writes, crashes, prefix):
         finally:
             sched.finished(t.client)
 
-    cluster.bigtable.gate = sched.gate
+    gate = Gate(sched.gate)
+    cluster.bigtable.interceptors.append(gate)
     threads = [threading.Thread(target=body, args=(i, t), daemon=True) for i, t in enumerate(txns)]
     for th in threads:
         th.start()
     sched.drive()
     for th in threads:
         th.join(10)
-    cluster.bigtable.gate = None
+    cluster.bigtable.interceptors.remove(gate)
     return sched, txns, outcomes, cluster
 
 

@@ -13,15 +13,15 @@ import pytest
 
 from percolator_ref import (Bigtable, Cluster, Lock, ManualClock, StoreUnavailable, Write,
                             WriteKind)
-from percolator_ref.backends.multiprocess import run_processes
-from percolator_ref.backends.redis_codec import decode, encode
-from percolator_ref.backends.redis_store import RedisBigtable
+from percolator_ref.harness.multiprocess import run_processes
+from percolator_ref.stores.redis_codec import decode, encode
+from percolator_ref.stores.redis_store import RedisBigtable
 from percolator_ref.model import Cell
 from percolator_ref.workloads import bank
 
 VALUES = ["", "héllo\x00", b"", b"\x00\xffraw", True, False, 0, -7, 2 ** 80, 1.5, -0.0,
           float("inf"), Lock(3, Cell("t", "r", "c"), False, "T3", WriteKind.DELETE),
-          Write(4, WriteKind.ROLLBACK), None, [1, "a"], {"k": 2}, (1, b"x")]
+          Write(4, WriteKind.DELETE), None, [1, "a"], {"k": 2}, (1, b"x")]
 
 pytestmark = pytest.mark.redis
 
@@ -203,7 +203,7 @@ def test_bad_backend_input(redis_url):
 
 
 def test_unreachable_server_is_a_clear_error():
-    from percolator_ref.backends.redis_server import free_port
+    from percolator_ref.harness.redis_server import free_port
     with pytest.raises(StoreUnavailable, match="unavailable"):
         Cluster(backend=f"redis://127.0.0.1:{free_port()}/0?timeout=0.5")
 

@@ -14,8 +14,8 @@ import json
 import pytest
 
 from percolator_ref import ClientCrash, Cluster, ManualClock, bench
-from percolator_ref.backends import url_with
-from percolator_ref.backends.crash import kill_mid_commit
+from percolator_ref.stores import url_with
+from percolator_ref.harness.crash import kill_mid_commit
 from percolator_ref.cli import main
 from redis_fixtures import require_redis
 

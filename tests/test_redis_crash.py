@@ -19,8 +19,8 @@ import time
 import pytest
 
 from percolator_ref import Cluster, ManualClock, StoreUnavailable, WallClock
-from percolator_ref.backends.multiprocess import load_history, start_worker, write_pending
-from percolator_ref.backends.redis_server import LocalRedisServer
+from percolator_ref.harness.multiprocess import load_history, start_worker, write_pending
+from percolator_ref.harness.redis_server import LocalRedisServer
 from percolator_ref.workloads import bank
 from redis_fixtures import require_redis
 

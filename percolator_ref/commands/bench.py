@@ -33,7 +33,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from .. import bench
-    from ..backends import backend_url, is_redis
+    from ..stores import backend_url, is_redis
     from ..errors import StoreUnavailable
     redis = is_redis(args.backend)
     ops = args.ops or ((500 if args.quick else 3000) if redis else (2000 if args.quick else 20000))

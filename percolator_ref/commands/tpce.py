@@ -40,7 +40,7 @@ def register(subparsers) -> None:
 def _fresh_prefix(url: str) -> str:
     """The store URL under a key prefix of this run's own (Redis), so runs never mix."""
     from urllib.parse import parse_qs, urlparse
-    from ..backends import url_with
+    from ..stores import url_with
     base = parse_qs(urlparse(url).query).get("prefix", ["pc"])[-1]
     return url_with(url, prefix=f"{base}-tpce-{os.getpid()}-{int(time.time() * 1000)}")
 
@@ -60,7 +60,7 @@ def _run_on(url, args, config) -> tuple:
 
 
 def run(args) -> int:
-    from ..backends import backend_url, is_redis
+    from ..stores import backend_url, is_redis
     from ..errors import StoreUnavailable
     from ..workloads import tpce
     try:
@@ -102,7 +102,7 @@ def run(args) -> int:
 
 
 def _flush(url: str) -> None:
-    from ..backends import open_backend
+    from ..stores import open_backend
     store = open_backend(url)
     store.flush()
     store.close()

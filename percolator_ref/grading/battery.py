@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..interceptors import Gate
+
 GRADE_LOG_ENV = "PERCOLATOR_GRADE_LOG"
 ROW_TRANSACTION_BUDGET = 400
 
@@ -141,5 +143,5 @@ def guard(cluster, budget: int = ROW_TRANSACTION_BUDGET):
         count[0] += 1
         if count[0] > budget:
             raise BudgetExceeded(f"more than {budget} row transactions (an endless retry loop?)")
-    cluster.bigtable.gate = gate
+    cluster.bigtable.interceptors.append(Gate(gate))
     return cluster

@@ -107,11 +107,11 @@ def _concurrent(impl):
     def trade_meanwhile(client, table, row, step):
         if table == BROKERS and step.startswith("prewrite") and not fired:
             fired.append(_trades(c, impl, "B1", [7], first_id=50))
-    on_step(c, trade_meanwhile)
+    watcher = on_step(c, trade_meanwhile)
     impl.aggregate(c, "B1")
     assert fired, "aggregate never prewrote the broker row"
     expect(fired[0], [True], "commit of the trade made during the aggregation")
-    c.bigtable.gate = None
+    c.bigtable.interceptors.remove(watcher)
     expect(_volume(c, impl, "B1"), 37, "broker_volume after the aggregation")
     impl.aggregate(c, "B1")
     expect(Transaction(c).get("B1", "volume", table=BROKERS), 37, "brokers/B1.volume")

@@ -79,14 +79,10 @@ def steps(events) -> list:
 
 
 def on_step(cluster, fn):
-    """Call ``fn(client, table, row, step)`` before each row transaction (keeps the budget)."""
-    previous = cluster.bigtable.gate
-
-    def gate(client, table, row, step):
-        if previous is not None:
-            previous(client, table, row, step)
-        fn(client, table, row, step)
-    cluster.bigtable.gate = gate
+    """Call ``fn(client, table, row, step)`` before each row transaction; returns the interceptor."""
+    interceptor = Gate(fn)
+    cluster.bigtable.interceptors.append(interceptor)
+    return interceptor
 
 
 def crashed_transfer(cluster, crash_after, cls=None):

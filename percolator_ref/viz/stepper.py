@@ -30,6 +30,7 @@ from typing import Callable, Optional
 
 from ..clock import ManualClock
 from ..errors import ClientCrash
+from ..interceptors import Gate
 from .tables import CellTable
 
 GRANT_TIMEOUT = 30.0      # seconds a move may take before the stepper gives up
@@ -141,7 +142,8 @@ class Stepper:
         self.runners: list[_Runner] = []
         self._recording = self.cluster.tracer.subscribe(self._on_event)
         self._events: list = []
-        self.cluster.bigtable.gate = self._gate
+        self._scheduler = Gate(self._gate)
+        self.cluster.bigtable.interceptors.append(self._scheduler)
         self.frames: list[Frame] = []
         self.cursor = 0
         for name, fn in self._scripts:
@@ -165,7 +167,8 @@ class Stepper:
                 runner.crash_requested = True
                 self._grant(runner)
         self._recording()
-        self.cluster.bigtable.gate = None
+        if self._scheduler in self.cluster.bigtable.interceptors:
+            self.cluster.bigtable.interceptors.remove(self._scheduler)
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
         runner = _Runner(name, fn, len(self.runners))

@@ -226,7 +226,7 @@ def _settle(cluster) -> None:
 def _check_write_column(where: str, versions: list, data: list) -> list:
     found, data_ts = [], {ts for ts, _ in data}
     records = sorted((commit_ts, w) for commit_ts, w in versions
-                     if isinstance(w, Write) and w.kind is not WriteKind.ROLLBACK)
+                     if isinstance(w, Write))
     for commit_ts, w in records:
         if commit_ts <= w.start_ts:
             found.append(f"{where}: write record at {commit_ts} for start {w.start_ts} is not after it")

@@ -62,6 +62,8 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from ..interceptors import Latency
+
 ACCOUNT, BROKER, SECURITY, TRADE = "account", "broker", "security", "trade"
 ACCOUNT_TRADE, REQUEST, HOLDING = "account_trade", "trade_request", "holding"
 SUMMARY, SETTLEMENT, BROKER_COMM = "holding_summary", "settlement", "broker_comm"
@@ -598,8 +600,8 @@ class Tpce:
                    for i in range(threads)]
         if self.config.broker_fix:
             workers.append(threading.Thread(target=aggregator, daemon=True))
-        if latency:
-            self.cluster.bigtable.latency = latency
+        modeled = Latency(latency)
+        self.cluster.bigtable.interceptors.append(modeled)
         cpu0, t0 = time.process_time(), time.perf_counter()
         for w in workers:
             w.start()
@@ -614,8 +616,7 @@ class Tpce:
         for w in workers:
             w.join()
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        if latency:
-            self.cluster.bigtable.latency = 0.0
+        self.cluster.bigtable.interceptors.remove(modeled)
         summary = self.summary(elapsed, cpu)
         summary.update(threads=threads, latency_s=latency)
         if drain:
@@ -816,7 +817,7 @@ def run_processes(backend: str, config: TpceConfig, processes: int = 2, threads:
     process's latencies), ``invariants_ok``, ``violations`` (all of them) and
     ``per_process``.
     """
-    from ..backends.multiprocess import run_processes as start_all
+    from ..harness.multiprocess import run_processes as start_all
     _positive_int(processes, "processes")
     _positive_int(threads, "threads")
     w = Tpce(new_cluster(backend=backend), config)

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional
 
 from ..checker import CheckReport, History, TxnRecord, check_history
 from ..model import Cell
-from .redis_codec import decode, encode
+from ..stores.redis_codec import decode, encode
 
 
 # -- histories as JSON lines -------------------------------------------------------
@@ -153,7 +153,7 @@ def _child(backend, workload, index, args, cluster_options, history_path, conn) 
     conn.close()
 
 
-class Worker:
+class WorkerProcess:
     """One started worker process (see :func:`start_worker`)."""
 
     def __init__(self, process, conn, index: int, history_path: Optional[str]):
@@ -182,7 +182,7 @@ class Worker:
 
 def start_worker(backend: str, workload: Callable, index: int, args: tuple = (), *,
                  cluster_options: Optional[dict] = None, history_path: Optional[str] = None,
-                 start_method: str = "fork") -> Worker:
+                 start_method: str = "fork") -> WorkerProcess:
     """Start one worker process running ``workload(Cluster(backend, **options), index, *args)``."""
     ctx = multiprocessing.get_context(start_method)
     parent, child = ctx.Pipe(duplex=False)
@@ -191,7 +191,7 @@ def start_worker(backend: str, workload: Callable, index: int, args: tuple = (),
                           history_path, child))
     p.start()
     child.close()
-    return Worker(p, parent, index, history_path)
+    return WorkerProcess(p, parent, index, history_path)
 
 
 def run_processes(backend: str, workload: Callable, processes: int, args: tuple = (), *,

@@ -2,7 +2,7 @@
 
 A Percolator client is a process; when it dies mid-commit its locks stay in
 the shared store until someone meets them. :func:`kill_mid_commit` starts a
-worker process (:func:`~percolator_ref.backends.multiprocess.start_worker`)
+worker process (:func:`~percolator_ref.harness.multiprocess.start_worker`)
 that runs one transfer and, right before the row transaction of the chosen
 step (``"prewrite-secondary"``, ``"commit-primary"``, ``"commit-secondary"``
 ...), signals the parent through a file and stops for good (a

@@ -1,4 +1,4 @@
-"""Store backends behind the Bigtable interface.
+"""The stores behind the Bigtable interface (harnesses that start servers live in ``percolator_ref.harness``).
 
 ``None`` is the embedded in-memory :class:`~percolator_ref.bigtable.Bigtable`.
 A URL picks a real server (see the README's backend section).
@@ -48,7 +48,7 @@ def backend_url(backend):
     if backend != "redis":
         yield backend
         return
-    from .redis_server import LocalRedisServer
+    from ..harness.redis_server import LocalRedisServer
     if not LocalRedisServer.available():
         raise ValueError("--backend redis needs the redis-server binary on PATH "
                          "(apt-get install redis-server), or pass redis://HOST:PORT/DB")

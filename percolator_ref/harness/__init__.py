@@ -1,0 +1,1 @@
+"""Harnesses around the stores: local server processes, client worker processes, crash helpers."""
