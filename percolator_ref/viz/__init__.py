@@ -5,11 +5,13 @@
 - :class:`Stepper` / :class:`Frame`: transactions under a deterministic
   scheduler, one single-row Bigtable transaction per frame;
 - :class:`StepperWidget` (``stepper.widget()``): Step, Back, Reset, Crash client;
-- :func:`plot_timeline`: transactions as [start_ts, commit_ts] bars (Figure 3).
+- :func:`plot_timeline`: transactions as [start_ts, commit_ts] bars (Figure 3);
+- :class:`Predict`: the student commits to an answer, the next cell reveals it.
 
 Everything here reads the tracer stream and ``Bigtable.dump()``; the
 protocol lives in the core only.
 """
+from .predict import Predict, Reveal
 from .scenarios import figure4_setup, figure4_stepper, transfer, two_transfers_stepper
 from .stepper import Frame, Stepper, scan_everything
 from .tables import CellTable, Table, format_value
@@ -23,6 +25,6 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
+__all__ = ["Predict", "Reveal", "CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
            "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
            "two_transfers_stepper", "plot_timeline"]

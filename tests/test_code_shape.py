@@ -1,0 +1,145 @@
+"""The reference implementation's shape (issue 12): readable next to the paper.
+
+- no module uses another module's underscore names (checked with ``ast``);
+- no function in ``percolator_ref/`` is longer than 40 lines;
+- the core protocol stays at most 1,000 code lines (docstrings excluded);
+- the README's paper-to-code table names functions that exist.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "percolator_ref"
+MAX_FUNCTION_LINES = 40
+MAX_CORE_LINES = 1000
+CORE = ["bigtable.py", "model.py", "step.py", "session.py", "rows.py", "transaction.py",
+        "cleanup.py", "oracle.py", "lockservice.py", "observers.py", "cluster.py",
+        "clock.py", "errors.py", "faults.py", "interceptors.py"]
+
+
+# Names that start with "_" but are public protocols of other libraries.
+PUBLIC_PROTOCOLS = {"_replace", "_asdict", "_fields", "_make", "_ipython_display_"}
+
+
+def is_public_protocol(name: str) -> bool:
+    return name in PUBLIC_PROTOCOLS or (name.startswith("_repr_") and name.endswith("_"))
+
+
+def modules():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def defined_private_names(tree) -> set:
+    """Underscore names a module defines: functions, classes, attributes assigned, arguments."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.split(".")[0])
+    return {n for n in names if n.startswith("_")}
+
+
+def foreign_private_uses(path: Path) -> list:
+    tree = ast.parse(path.read_text(), str(path))
+    own = defined_private_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") and node.attr not in own \
+                and not is_public_protocol(node.attr):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_module_uses_another_modules_underscore_names(path):
+    assert foreign_private_uses(path) == []
+
+
+def test_the_underscore_check_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from x import _hidden\n\ndef f(txn):\n    return txn._row_txn('t', 'r')\n")
+    assert [use for _, use in foreign_private_uses(bad)] == [
+        "from x import _hidden", "txn._row_txn"]
+
+
+def long_functions(path: Path) -> list:
+    tree = ast.parse(path.read_text(), str(path))
+    return [(node.name, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_function_is_longer_than_40_lines(path):
+    assert long_functions(path) == []
+
+
+def code_lines(path: Path) -> int:
+    """Lines of code: not blank, not comments, not docstrings."""
+    tree = ast.parse(path.read_text())
+    doc_lines = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            doc_lines.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(1 for i, line in enumerate(path.read_text().splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and i not in doc_lines)
+
+
+def test_core_protocol_is_at_most_1000_code_lines():
+    sizes = {name: code_lines(PACKAGE / name) for name in CORE}
+    print(sizes, sum(sizes.values()))
+    assert sum(sizes.values()) <= MAX_CORE_LINES, sizes
+
+
+def paper_table_names() -> list:
+    """``module.py``: ``Name``, ``Name.attr`` pairs from the README's paper-to-code table."""
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("## From the paper to the code"):]
+    table = table[:table.index("\n## ", 5)] if "\n## " in table[5:] else table
+    pairs = []
+    for line in table.splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or "`" not in cells[-2]:
+            continue
+        module = None
+        for token in re.findall(r"`([^`]+)`", cells[-2]):
+            if token.endswith(".py"):
+                module = token[:-3].replace("/", ".")
+            elif module and re.fullmatch(r"[A-Za-z_][\w.]*(/[\w]+)*", token):
+                for name in token.split("/"):
+                    pairs.append((module, name if "." in name or "/" not in token
+                                  else token.split(".")[0] + "." + name))
+    return pairs
+
+
+def test_readme_paper_table_names_functions_that_exist():
+    pairs = paper_table_names()
+    assert len(pairs) >= 20, pairs
+    missing = []
+    for module, dotted in pairs:
+        obj = importlib.import_module(f"percolator_ref.{module}")
+        for part in dotted.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                missing.append(f"{module}.py: {dotted}")
+                break
+    assert missing == []
