@@ -8,8 +8,8 @@ from .bigtable import Bigtable, RowTransaction
 from .checker import CheckReport, History, check_history
 from .clock import ManualClock, WallClock
 from .cluster import Cluster
-from .errors import (ClientCrash, ObserverLoopError, PercolatorError, StoreUnavailable,
-                     TransactionClosed)
+from .errors import (ClientCrash, ObserverLoopError, OracleStateCorrupt, PercolatorError,
+                     StoreUnavailable, TransactionClosed)
 from .lockservice import LockService
 from .model import Cell, Lock, Write, WriteKind
 from .oracle import BatchingOracleClient, TimestampOracle
@@ -18,7 +18,8 @@ from .transaction import CRASH_POINTS, Transaction
 
 __all__ = [
     "Bigtable", "RowTransaction", "CheckReport", "History", "check_history", "ManualClock",
-    "WallClock", "Cluster", "ClientCrash", "ObserverLoopError", "PercolatorError",
+    "WallClock", "Cluster", "ClientCrash", "ObserverLoopError", "OracleStateCorrupt",
+    "PercolatorError",
     "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
     "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",
     "Tracer", "CRASH_POINTS", "Transaction",
