@@ -8,8 +8,8 @@ from .bigtable import Bigtable, RowTransaction
 from .checker import CheckReport, History, check_history
 from .clock import ManualClock, WallClock
 from .cluster import Cluster
-from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, PercolatorError, StoreUnavailable,
-                     TransactionClosed)
+from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, OracleStateCorrupt,
+                     PercolatorError, StoreUnavailable, TransactionClosed)
 from .lockservice import LockService
 from .model import Cell, Lock, Write, WriteKind
 from .oracle import BatchingOracleClient, TimestampOracle
@@ -19,8 +19,9 @@ from .step import CRASH_POINTS, Step
 from .transaction import Transaction
 
 __all__ = [
-    "Bigtable", "RowTransaction", "CommitOutcomeUnknown", "Session", "Step", "CheckReport", "History", "check_history", "ManualClock",
-    "WallClock", "Cluster", "ClientCrash", "ObserverLoopError", "PercolatorError",
+    "Bigtable", "RowTransaction", "CommitOutcomeUnknown", "Session", "Step", "CheckReport",
+    "History", "check_history", "ManualClock", "WallClock", "Cluster", "ClientCrash",
+    "ObserverLoopError", "OracleStateCorrupt", "PercolatorError",
     "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
     "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",
     "Tracer", "CRASH_POINTS", "Transaction",

@@ -7,7 +7,8 @@ the write record read (None: absent), and its writes. :func:`check_history`
 checks the rules of snapshot isolation and names what breaks them:
 
 - ``G1a aborted read``: a read returned a version whose writer did not commit;
-- ``G1b intermediate read``: the value read is not the value its writer committed;
+- ``G1b intermediate read``: the value read is not the value its writer committed
+  (compared exactly by :func:`same_value`: a NaN read back is not an anomaly);
 - ``future read``: a read returned a version committed after the reader's start;
 - ``stale read``: a read missed the newest version committed before its
   start (the root of read skew, G-single);
@@ -197,11 +198,34 @@ def _check_read(reader, cell, version, value, versions, by_start) -> Optional[An
         return Anomaly("stale read", f"{reader.client} (start {reader.start_ts}) read {cell} "
                        f"@ {version}, but the newest before its start is @ {expected[0]}",
                        (reader.client, expected[1].client))
-    if match[3] != value and match[2] != "DELETE":
+    if not same_value(match[3], value) and match[2] != "DELETE":
         return Anomaly("G1b intermediate read", f"{reader.client} read {value!r} from {cell} "
                        f"@ {version}; {match[1].client} committed {match[3]!r}",
                        (reader.client, match[1].client))
     return None
+
+
+_KINDS = (bool, int, float, str, bytes)        # bool first: a bool is also an int
+
+
+def _kind(value) -> type:
+    """The value type a store keeps for ``value`` (a subclass counts as its base type)."""
+    return next((k for k in _KINDS if isinstance(value, k)), type(value))
+
+
+def same_value(committed, read) -> bool:
+    """True iff ``read`` is exactly the value committed: same kind, same value.
+
+    Stores keep a value's type (``1``, ``1.0`` and ``True`` stay distinct), so
+    a change of type is a wrong read. Floats compare by ``float.hex``: a NaN
+    read back equals the NaN committed (``nan != nan`` in Python), and
+    ``-0.0`` differs from ``0.0``.
+    """
+    if _kind(committed) is not _kind(read):
+        return False
+    if isinstance(committed, float):
+        return float(committed).hex() == float(read).hex()
+    return committed == read
 
 
 def _unknown_version(reader, cell, version, by_start) -> Anomaly:

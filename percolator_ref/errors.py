@@ -39,3 +39,13 @@ class StoreUnavailable(PercolatorError):
 
 class ObserverLoopError(PercolatorError):
     """``run_observers(max_runs=...)`` passed its bound (a self-triggering loop?)."""
+
+
+class OracleStateCorrupt(PercolatorError, ValueError):
+    """The timestamp oracle's state file cannot be trusted (see :mod:`percolator_ref.oracle`).
+
+    The message names the file and what is wrong with it (empty, not UTF-8,
+    truncated, checksum mismatch, malformed number, trailing data). The
+    oracle refuses to start: a wrong high-water mark could reissue
+    timestamps. Also a ``ValueError``, as the earlier versions raised.
+    """

@@ -15,6 +15,7 @@ the observers' scanner threads use them to claim scanning regions.
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Optional
@@ -27,16 +28,40 @@ class Token:
     crashed: bool = False
 
 
+MAX_TTL = 1e9      # seconds (about 31 years): every store can hold it (Redis key expiry)
+
+
+def ttl_seconds(ttl) -> float:
+    """``ttl`` as float seconds: an int or float in (0, MAX_TTL], else an error naming ``lock_ttl``.
+
+    A NaN TTL would make every ``age <= ttl`` false, so every client dead at once;
+    an infinite or huge one cannot be a Redis key expiry.
+    """
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError(f"lock_ttl (the lock service's ttl) must be a number of seconds, "
+                        f"got {ttl!r}")
+    try:
+        seconds = float(ttl)
+    except OverflowError:                   # an int too large for a float (and to print)
+        raise ValueError(f"lock_ttl (the lock service's ttl) must be > 0 and <= {MAX_TTL:g} "
+                         f"seconds, got an int of {ttl.bit_length()} bits") from None
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TTL):
+        raise ValueError(f"lock_ttl (the lock service's ttl) must be a finite number of "
+                         f"seconds, > 0 and <= {MAX_TTL:g}, got {ttl!r}")
+    return seconds
+
+
 class LockService:
-    """Liveness tokens with a TTL on an injectable clock. Thread-safe."""
+    """Liveness tokens with a TTL on an injectable clock. Thread-safe.
+
+    ``ttl`` (``Cluster(lock_ttl=...)``): seconds, an int or float with
+    0 < ttl <= ``MAX_TTL``; anything else (bool, str, nan, inf, 0, negative)
+    raises TypeError or ValueError naming ``lock_ttl``.
+    """
 
     def __init__(self, clock, ttl: float = 10.0):
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-            raise TypeError(f"lock_ttl must be a number of seconds, got {ttl!r}")
-        if ttl <= 0:
-            raise ValueError(f"lock_ttl must be > 0 seconds, got {ttl!r}")
         self.clock = clock
-        self.ttl = float(ttl)
+        self.ttl = ttl_seconds(ttl)
         self._tokens: dict[str, Token] = {}
         self._named: dict[str, str] = {}
         self._lock = threading.Lock()
