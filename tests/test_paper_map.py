@@ -96,7 +96,7 @@ def _expand(kind: str, text: str) -> list:
 
 
 def citations(text: str) -> list:
-    """``[(kind, number, quote)]`` for every figure, section and table cited in ``text``."""
+    """``[(kind, number, quote, offset)]`` for every figure, section and table cited."""
     found = []
     for kind, (plural, singular) in _PATTERNS.items():
         for m in plural.finditer(text):
@@ -104,20 +104,21 @@ def citations(text: str) -> list:
             if keyword not in _PLURAL:          # a singular keyword takes "and", not lists
                 m = singular.match(text, m.start())
             for number in _expand(kind, m.group("nums")):
-                found.append((kind, number, " ".join(m.group(0).split())))
+                found.append((kind, number, " ".join(m.group(0).split()), m.start()))
     return found
 
 
 # -- the texts to scan -----------------------------------------------------------------
 
+# Each yields (prefix, first line number, text); a citation may span lines.
+
 def notebook_texts(path: Path):
     for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
-        yield f"cell {i}", "".join(cell["source"])
+        yield f"cell {i}, ", 1, "".join(cell["source"])
 
 
 def markdown_texts(path: Path):
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        yield f"line {n}", line
+    yield "", 1, path.read_text(encoding="utf-8")
 
 
 def python_texts(path: Path):
@@ -125,7 +126,7 @@ def python_texts(path: Path):
     source = path.read_text(encoding="utf-8")
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.type in (tokenize.COMMENT, tokenize.STRING):
-            yield f"line {tok.start[0]}", tok.string
+            yield "", tok.start[0], tok.string
 
 
 def map_text() -> str:
@@ -134,7 +135,7 @@ def map_text() -> str:
 
 def texts(path: Path):
     if path == MAP:
-        return [("the map", map_text())]
+        return [("", 1, map_text())]
     if path.suffix == ".ipynb":
         return notebook_texts(path)
     if path.suffix == ".py":
@@ -150,8 +151,9 @@ SOURCES = sorted(
 
 def cited(path: Path) -> list:
     """``[(kind, number, where, quote)]`` for one source file."""
-    return [(kind, number, where, quote)
-            for where, text in texts(path) for kind, number, quote in citations(text)]
+    return [(kind, number, f"{prefix}line {first + text.count(chr(10), 0, offset)}", quote)
+            for prefix, first, text in texts(path)
+            for kind, number, quote, offset in citations(text)]
 
 
 # -- the map ---------------------------------------------------------------------------
@@ -211,15 +213,24 @@ def problems(path: Path) -> list:
     ("the Redis section is done; Table(['a'], rows); cells table 5x", []),
 ])
 def test_citations_reads_the_forms_the_kit_writes(text, expected):
-    assert sorted((k, n) for k, n, _ in citations(text)) == sorted(expected)
+    assert sorted((k, n) for k, n, _, _ in citations(text)) == sorted(expected)
 
 
 def test_python_scan_sees_comments_and_docstrings_not_code(tmp_path):
     module = tmp_path / "m.py"
     module.write_text('"""Doc: Figure 4."""\nfigure = 7  # see §2.3\n'
-                      'def f():\n    """Fig. 6."""\n    return Table(1)\n', encoding="utf-8")
-    assert sorted((k, n) for k, n, _, _ in cited(module)) == [
-        ("figure", "4"), ("figure", "6"), ("section", "2.3")]
+                      'def f():\n    """Fig. 6 and\n    Figure\n    5."""\n    return Table(1)\n',
+                      encoding="utf-8")
+    assert sorted((k, n, where) for k, n, where, _ in cited(module)) == [
+        ("figure", "4", "line 1"), ("figure", "5", "line 5"), ("figure", "6", "line 4"),
+        ("section", "2.3", "line 2")]
+
+
+def test_markdown_scan_sees_citations_across_lines(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("intro\n\nas the paper's\nFigure\n7 shows, and §2.2\n", encoding="utf-8")
+    assert sorted((k, n, where) for k, n, where, _ in cited(page)) == [
+        ("figure", "7", "line 4"), ("section", "2.2", "line 5")]
 
 
 def test_map_lists_only_what_the_notes_carry():
