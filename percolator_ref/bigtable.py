@@ -13,8 +13,9 @@ exception (an exception inside the block applies nothing). Every row
 transaction is counted and reported to the :class:`~percolator_ref.trace.Tracer`.
 
 Columns ending in ``:notify`` are also kept in a separate sorted index
-(:attr:`Bigtable.notify_index`), playing the paper's locality group: an
-observer scanner reads only dirty cells, never the whole table.
+(:attr:`Bigtable.notify_index`), playing the paper's separate locality group
+for notifications (§2.4): an observer scanner reads only dirty cells, never
+the whole table.
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ holder of a lock:
 - alive: it has a token, did not crash, and its last heartbeat is at most
   ``ttl`` seconds old;
 - dead: it crashed (the token vanished with the process), or it went quiet
-  for longer than ``ttl`` (alive but not working, the paper's wall-time rule).
+  for longer than ``ttl`` (alive but not working). The paper's rule (§2.2)
+  keeps that wall time in each lock and the token in Chubby only says the
+  worker process lives; the kit keeps the heartbeat time in the token.
 
 The service also grants named advisory locks (``try_acquire``/``release``):
 the observers' scanner threads use them to claim scanning regions.

@@ -1,4 +1,4 @@
-"""The protocol's vocabulary: cells, locks, write records (the columns of the paper's Figure 5).
+"""The protocol's vocabulary: cells, locks, write records (the paper's Figure 5).
 
 A Percolator column ``c`` is stored as several Bigtable columns:
 

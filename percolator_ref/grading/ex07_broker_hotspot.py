@@ -1,9 +1,11 @@
-"""Exercise 7 (challenge): the TPC-E broker hotspot (section 3.3).
+"""Exercise 7 (challenge): a broker hotspot, the kit's own TPC-E experiment (section 3.3).
 
 Every trade updates its broker's running volume; a few brokers take a large
 share of the trades, so the broker row is a write-write hotspot: concurrent
-trades conflict and retry. The paper's fix: trades append to a *side table*
-and a periodic job folds the side table into the broker rows.
+trades conflict and retry. The kit's fix (the notes on the paper carry no
+broker hotspot; section 2.4 advises splitting a hotspot observer into two
+joined by a notification): trades append to a *side table* and a periodic job
+folds the side table into the broker rows.
 
 The student writes ``record_trade(txn, broker, trade_id, amount)``,
 ``aggregate(cluster, broker) -> int`` and ``broker_volume(txn, broker) -> int``.

@@ -12,8 +12,10 @@ transaction (paper sections 1 and 2.4)::
 - ``clustering`` (observes ``document/parsed``): Figure 2's
   ``UpdateDocument`` generalised. The ``dups`` table maps a content hash to
   its ``members`` (``url=pagerank`` lines) and ``canonical`` URL, the
-  highest-PageRank member (ties: smallest URL). The document's ``hash`` and
-  its dups row change in ONE transaction, so they agree in every snapshot.
+  highest-PageRank member (ties: smallest URL): the invariant of the paper's
+  section 1, where Figure 2 keeps the first URL written. The document's
+  ``hash`` and its dups row change in ONE transaction, so they agree in every
+  snapshot.
   It sends weak notifications (``export``) to every document whose serving
   row may have changed, and rewrites the ``inlinks`` cells it read so that a
   concurrent ``parse`` adding a link conflicts with it instead of being missed.
