@@ -14,18 +14,18 @@ def test_demo_transfer_prints_every_frame_of_figure4(capsys):
 
 
 def test_demo_crash_before_the_commit_point_rolls_back(capsys):
-    assert main(["demo", "crash", "--before", "5"]) == 0
+    assert main(["demo", "crash", "--after", "4"]) == 0
     out = capsys.readouterr().out
     assert "T7 crashes" in out and "roll back" in out
     assert "8: data @ 7" not in out
 
 
 def test_demo_crash_after_the_commit_point_rolls_forward(capsys):
-    assert main(["demo", "crash", "--before", "6"]) == 0
+    assert main(["demo", "crash", "--after", "5"]) == 0
     out = capsys.readouterr().out
     assert "roll forward Joe.bal" in out
 
 
 def test_demo_crash_rejects_a_step_out_of_range():
-    with pytest.raises(SystemExit, match="--before"):
-        main(["demo", "crash", "--before", "0"])
+    with pytest.raises(SystemExit, match="--after"):
+        main(["demo", "crash", "--after", "6"])

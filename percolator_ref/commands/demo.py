@@ -2,8 +2,9 @@
 
 ``transfer`` prints the paper's Figure 4 (Bob sends Joe $7, start 7,
 commit 8) one single-row Bigtable transaction per frame. ``crash`` crashes
-the transfer's client before its N-th row transaction (``--before``, default
-5: right before the commit point) and shows a later reader cleaning up.
+the transfer's client right after its N-th row transaction (``--after``,
+default 4: after its last prewrite, so the commit point is never reached) and
+shows a later reader cleaning up.
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ def register(subparsers) -> None:
     transfer = demos.add_parser("transfer", help="the paper's Figure 4 transfer, frame by frame")
     transfer.set_defaults(func=run_transfer)
     crash = demos.add_parser("crash", help="crash the transfer's client, watch the cleanup")
-    crash.add_argument("--before", type=int, default=5, metavar="N",
-                       help="crash before the transfer's N-th row transaction "
-                            "(1..6: get Bob, get Joe, prewrite Bob, prewrite Joe, commit Bob, "
-                            "commit Joe; default 5 = right before the commit point)")
+    crash.add_argument("--after", type=int, default=4, metavar="N",
+                       help="crash right after the transfer's N-th row transaction "
+                            "(0..5: 1 get Bob, 2 get Joe, 3 prewrite Bob, 4 prewrite Joe, "
+                            "5 commit Bob = the commit point; default 4 = before the commit point)")
     crash.set_defaults(func=run_crash)
 
 
@@ -36,11 +37,11 @@ def run_transfer(args) -> int:
 
 def run_crash(args) -> int:
     from ..viz import figure4_stepper
-    if not 1 <= args.before <= 6:
-        raise SystemExit(f"percolator demo crash: --before must be in 1..6, got {args.before}")
+    if not 0 <= args.after <= 5:
+        raise SystemExit(f"percolator demo crash: --after must be in 0..5, got {args.after}")
     stepper = figure4_stepper()
     try:
-        for _ in range(args.before - 1):
+        for _ in range(args.after):
             stepper.step("transfer")
         stepper.crash("transfer")
         stepper.run()

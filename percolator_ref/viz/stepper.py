@@ -14,8 +14,9 @@ tracer's event for it, the store's ``dump()`` after it and the event's
 - ``back()`` / ``goto(i)`` show a stored frame again (nothing re-runs);
 - stepping or crashing from an earlier frame replays the recorded choices on
   a fresh cluster (deterministic), then branches;
-- ``crash(who)`` kills that transaction's client just before its next row
-  transaction: its thread stops with :class:`~percolator_ref.ClientCrash`,
+- ``crash(who)`` kills that transaction's client right after the row
+  transaction it last completed (the one meaning of a crash point, see
+  :mod:`percolator_ref.step`), so its next one never runs: its thread stops with :class:`~percolator_ref.ClientCrash`,
   the lock service counts the client dead, and a ``cleaner`` script (by
   default a transaction that scans every table) is started to meet the
   locks left behind and clean them up, visibly, frame by frame.
@@ -87,6 +88,7 @@ class _Runner:
     thread: Optional[threading.Thread] = None
     state: str = "new"            # new / parked / running / done / crashed / failed
     pending: Optional[tuple] = None   # (client, table, row, step) waiting at the gate
+    last: Optional[tuple] = None      # the last row transaction it completed
     client: Optional[str] = None
     crash_requested: bool = False
     result: object = None
@@ -185,7 +187,7 @@ class Stepper:
         if runner is None or runner not in self.runners:
             return                   # not one of ours (e.g. the notebook inspecting)
         with self._cond:
-            runner.pending = (client, table, row, step)
+            runner.last, runner.pending = runner.pending, (client, table, row, step)
             runner.client = client
             runner.state = "parked"
             self._turn = None
@@ -194,7 +196,7 @@ class Stepper:
                 self._cond.wait()
             runner.state = "running"
             if runner.crash_requested:
-                raise ClientCrash(f"before {step} {row}", 0)
+                raise ClientCrash(runner.last[3] if runner.last else "begin", 0)
 
     def _run_script(self, runner: _Runner) -> None:
         _local.runner = runner
@@ -284,7 +286,7 @@ class Stepper:
         return self.frame
 
     def crash(self, who: Optional[str] = None) -> Frame:
-        """Crash ``who``'s client right before its next row transaction."""
+        """Crash ``who``'s client right after its last row transaction (its next never runs)."""
         if self.cursor < len(self.frames) - 1:
             self._branch()
         runner = self._find(who)
@@ -340,9 +342,11 @@ class Stepper:
         runner.crash_requested = True
         self._events.clear()
         self._grant(runner)
-        note = (f"{actor}'s client crashed before its {pending[3]} of {pending[2]}: "
-                f"whatever it wrote stays in Bigtable, and the lock service now counts "
-                f"{actor} as dead.")
+        done = (f"right after its {runner.last[3]} of {runner.last[2]}" if runner.last
+                else "before its first row transaction")
+        note = (f"{actor}'s client crashed {done} (its {pending[3]} of {pending[2]} never "
+                f"runs): whatever it wrote stays in Bigtable, and the lock service now "
+                f"counts {actor} as dead.")
         if self._cleaner is not None and not any(r.name == "cleaner" for r in self.runners):
             cleaner = self._launch("cleaner", self._cleaner)
             note += (f" A new transaction {self._label(cleaner)} will read the rows and "
