@@ -125,50 +125,62 @@ def run_bank(cluster, threads: int = 4, transfers: int = 200, crash_rate: float 
     """
     names = setup_accounts(cluster, accounts, balance, table)
     result = BankResult(accounts, accounts * balance)
-    done, errors, lock = threading.Event(), [], threading.Lock()
-    bar = _progress(transfers, progress)
-
-    def worker(i: int, count: int) -> None:
-        rng = random.Random(seed * 1000 + i)
-        try:
-            for _ in range(count):
-                source, target = rng.sample(names, 2)
-                crash = rng.randint(1, 4) if rng.random() < crash_rate else None
-                outcome = transfer(cluster, source, target, rng.randint(1, max_amount), crash, table)
-                with lock:
-                    result.outcomes[outcome] = result.outcomes.get(outcome, 0) + 1
-                if bar is not None:
-                    bar.update(1)
-        except BaseException as exc:   # re-raised in the caller's thread
-            errors.append(exc)
-
-    def reader() -> None:
-        try:
-            while not done.is_set():
-                result.totals_seen.append(read_total(cluster, table))
-        except BaseException as exc:
-            errors.append(exc)
-
+    run = _BankRun(cluster, names, result, table, max_amount, crash_rate, seed,
+                   _progress(transfers, progress))
     shares = [transfers // threads + (1 if i < transfers % threads else 0) for i in range(threads)]
-    workers = [threading.Thread(target=worker, args=(i, n), name=f"bank-{i}")
-               for i, n in enumerate(shares)]
-    watcher = threading.Thread(target=reader, name="bank-reader")
-    watcher.start()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    done.set()
-    watcher.join()
-    if bar is not None:
-        bar.close()
-    if errors:
-        raise errors[0]
+    run.start_and_join(shares)
     result.totals_seen.append(read_total(cluster, table))
     if cluster.history is not None:
         result.history = cluster.check_history()
     result.violations = check_invariants(cluster)
     return result
+
+
+class _BankRun:
+    """The threads of one :func:`run_bank`: transfer workers and the reader."""
+
+    def __init__(self, cluster, names, result, table, max_amount, crash_rate, seed, bar):
+        self.cluster, self.names, self.result, self.table = cluster, names, result, table
+        self.max_amount, self.crash_rate, self.seed, self.bar = max_amount, crash_rate, seed, bar
+        self.done, self.errors, self.lock = threading.Event(), [], threading.Lock()
+
+    def worker(self, i: int, count: int) -> None:
+        rng = random.Random(self.seed * 1000 + i)
+        try:
+            for _ in range(count):
+                source, target = rng.sample(self.names, 2)
+                crash = rng.randint(1, 4) if rng.random() < self.crash_rate else None
+                outcome = transfer(self.cluster, source, target, rng.randint(1, self.max_amount),
+                                   crash, self.table)
+                with self.lock:
+                    self.result.outcomes[outcome] = self.result.outcomes.get(outcome, 0) + 1
+                if self.bar is not None:
+                    self.bar.update(1)
+        except BaseException as exc:   # re-raised in the caller's thread
+            self.errors.append(exc)
+
+    def reader(self) -> None:
+        try:
+            while not self.done.is_set():
+                self.result.totals_seen.append(read_total(self.cluster, self.table))
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def start_and_join(self, shares: list) -> None:
+        workers = [threading.Thread(target=self.worker, args=(i, n), name=f"bank-{i}")
+                   for i, n in enumerate(shares)]
+        watcher = threading.Thread(target=self.reader, name="bank-reader")
+        watcher.start()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        self.done.set()
+        watcher.join()
+        if self.bar is not None:
+            self.bar.close()
+        if self.errors:
+            raise self.errors[0]
 
 
 def _progress(total: int, enabled: bool):
