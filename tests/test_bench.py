@@ -49,10 +49,58 @@ def test_separate_checks_gate_adds_one_read_rpc_per_check_and_write_step(store):
     assert bench.count_operation(store, "percolator_get")["row_transactions"] == 1
 
 
-def test_rpc_model_predicts_paper_shaped_ratios():
-    model = bench.rpc_model(bench.operation_counts(n_rows=3))
-    assert model == {"read_relative": 1.0, "write_relative": 0.5,
-                     "write_relative_without_conditional_mutations": 0.25}
+def test_rpc_model_counts_the_oracle_as_the_paper_does():
+    counts = bench.operation_counts(n_rows=3)
+    # a write: oracle, prewrite, oracle, commit = 4 round trips (the paper's count, §3.2)
+    assert bench.round_trips(counts, "percolator_write") == 4
+    assert bench.round_trips(counts, "percolator_write", conditional_mutations=False) == 6
+    assert bench.round_trips(counts, "percolator_get") == 2
+    assert bench.rpc_model(counts) == {
+        "read_relative": 0.5, "write_relative": 0.25,
+        "write_relative_without_conditional_mutations": 1 / 6,
+        "read_relative_row_transactions_only": 1.0, "write_relative_row_transactions_only": 0.5}
+
+
+def test_oracle_round_trip_sleeps_before_each_call_and_delegates_the_rest(monkeypatch):
+    store = bench.Figure8Store(n_rows=2)
+    slept = []
+    monkeypatch.setattr(bench.time, "sleep", slept.append)
+    store.cluster.oracle = bench.OracleRoundTrip(store.cluster.oracle, 0.001)
+    c = bench.count_operation(store, "percolator_write")
+    assert c["oracle_calls"] == 2 and slept == [0.001, 0.001]
+    assert list(store.cluster.oracle.get_timestamps(2)) == [store.cluster.oracle.peek() - 2,
+                                                            store.cluster.oracle.peek() - 1]
+    with pytest.raises(ValueError, match="latency"):
+        bench.OracleRoundTrip(store.cluster.oracle, -1)
+
+
+def test_modeled_latency_charges_every_round_trip_the_oracle_included(monkeypatch):
+    slept = []
+    monkeypatch.setattr(bench.time, "sleep", slept.append)
+    bench.run_modeled_latency(0.5, ops=1, rounds=1, n_rows=2, progress=False)
+    # raw read 1 + raw write 1 + get (1 + oracle 1) + write (2 + oracle 2)
+    # + write without conditional mutations (2 + 2 separate reads + oracle 2)
+    assert slept == [0.5] * 14
+
+
+def test_locked_counter_counts_from_first():
+    counter = bench.LockedCounter(first=5)
+    assert [counter.next() for _ in range(3)] == [5, 6, 7]
+
+
+def test_oracle_rates_result_shape_and_bad_input():
+    result = bench.run_oracle_rates(ops=200, rounds=1, batch=50, progress=False)
+    for key in ("locked_counter_per_s", "oracle_per_s", "oracle_batched_per_s"):
+        assert result[key] > 0, key
+    assert result["oracle_vs_locked_counter"] == pytest.approx(
+        result["oracle_per_s"] / result["locked_counter_per_s"], abs=2e-3)
+    frame = bench.oracle_frame(result)
+    assert list(frame["timestamp source"]) == ["LockedCounter.next",
+                                               "TimestampOracle.get_timestamp",
+                                               "TimestampOracle.get_timestamps(50)"]
+    assert frame["vs locked counter"].iloc[0] == 1.0
+    with pytest.raises(ValueError, match="batch"):
+        bench.run_oracle_rates(batch=0, progress=False)
 
 
 def test_operations_do_what_they_say(store):
