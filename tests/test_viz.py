@@ -57,6 +57,52 @@ def test_cell_table_shows_notify_and_ack_columns_when_present():
     assert table.columns == ["body:data", "body:lock", "body:write", "body:notify", "body:ack_O"]
 
 
+def observed_write_and_run():
+    """A write to an observed cell, then the observer's run recorded as the step."""
+    cluster = Cluster(first_timestamp=1, clock=ManualClock())
+
+    @cluster.observe("default", "body")
+    def copy(txn, row, column):
+        txn.set(row, "copy", txn.get(row, column))
+    t = cluster.begin()
+    t.set("doc", "body", "hi")
+    t.set("other", "body", "untouched by the run")
+    t.commit()
+    from percolator_ref.observers import process_notification
+    with cluster.tracer.record() as events:
+        process_notification(cluster, ("default", "doc", "body"))
+    return cluster, events
+
+
+def test_touched_cell_table_shows_only_the_columns_and_rows_the_step_changed():
+    cluster, events = observed_write_and_run()
+    full = CellTable.from_cluster(cluster, events)
+    touched = CellTable.from_cluster(cluster, events, columns="touched")
+    assert touched.columns == ["body:notify", "body:ack_copy:data", "body:ack_copy:lock",
+                               "body:ack_copy:write", "copy:data", "copy:lock", "copy:write"]
+    assert touched.rows == [("default", "doc")]                 # "other" was not touched
+    assert set(touched.hidden_columns) == {"body:data", "body:lock", "body:write"}
+    assert set(full.columns) == set(touched.columns) | set(touched.hidden_columns)
+    assert "~2: True~" in repr(touched)                         # the notify it cleared
+    assert "3 other columns hidden; .all_columns() shows them" in repr(touched)
+    assert "body:data" not in repr(touched) and "body:data" in repr(full)
+    assert "3 other columns hidden" in touched._repr_html_()
+
+
+def test_all_columns_gives_back_the_full_figure4_table():
+    cluster, events = observed_write_and_run()
+    touched = CellTable.from_cluster(cluster, events, title="run", columns="touched")
+    full = CellTable.from_cluster(cluster, events, title="run")
+    assert repr(touched.all_columns()) == repr(full)
+    assert touched.all_columns()._repr_html_() == full._repr_html_()
+    assert "hidden" not in repr(full)
+
+
+def test_cell_table_columns_argument_is_checked():
+    with pytest.raises(ValueError, match="columns"):
+        CellTable({}, columns="some")
+
+
 def test_cell_table_rejects_a_non_dict_dump():
     with pytest.raises(TypeError, match="dump"):
         CellTable([("Bob", 1)])

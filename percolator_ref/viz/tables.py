@@ -5,7 +5,9 @@ per Bigtable row, one column per physical column (``bal:data``,
 ``bal:lock``, ``bal:write`` and, when present, ``bal:notify`` /
 ``bal:ack_O``), each cell listing its versions newest first as
 ``ts: value``. Versions written by the last step are bold; versions the last
-step erased are struck through. It reads only ``Bigtable.dump()`` and the
+step erased are struck through. ``CellTable(..., columns="touched")`` shows
+only the columns (and rows) the last step wrote or erased, for tables too
+wide to read whole; ``.all_columns()`` gives the full table. It reads only ``Bigtable.dump()`` and the
 tracer's :class:`~percolator_ref.trace.RowTransactionEvent` changes: no
 protocol logic here.
 
@@ -49,36 +51,65 @@ class CellTable:
     """Figure-4 style view of Bigtable.
 
     ``dump``: ``{table: {row: {physical_column: [(ts, value), ...]}}}`` as
-    :meth:`Bigtable.dump` returns it (newest first). ``changes``: the
+    :meth:`Bigtable.dump` returns it (newest first). ``events``: the
     :class:`~percolator_ref.trace.RowTransactionEvent` s of the last step
     (their writes are bold, their erasures struck through). ``title``: a
-    caption. Each Percolator column shows its ``data``, ``lock`` and
-    ``write`` columns even when empty, so tables of successive steps line up.
+    caption. ``columns``:
+
+    - ``"all"`` (the default): every physical column; each Percolator column
+      shows its ``data``, ``lock`` and ``write`` columns even when empty, so
+      tables of successive steps line up (Figure 4);
+    - ``"touched"``: only the physical columns the events wrote or erased, and
+      only the rows they touched; the text says how many columns are hidden,
+      and :meth:`all_columns` gives the full table.
     """
 
-    def __init__(self, dump: dict, events: Iterable = (), title: str = ""):
+    def __init__(self, dump: dict, events: Iterable = (), title: str = "",
+                 columns: str = "all"):
         if not isinstance(dump, dict):
             raise TypeError(f"dump must be the dict Bigtable.dump() returns, got {type(dump).__name__}")
+        if columns not in ("all", "touched"):
+            raise ValueError(f"columns must be 'all' or 'touched', got {columns!r}")
         self.dump = dump
         self.title = title
+        self.mode = columns
+        self.events = list(events)
         self.written: set = set()     # (table, row, physical column, ts)
         self.erased: dict = {}        # (table, row, physical column) -> [(ts, old value)]
-        for event in events:
+        for event in self.events:
             for change in event.changes:
                 key = (event.table, event.row, change.column)
                 if change.erased:
                     self.erased.setdefault(key, []).append((change.ts, change.old))
                 else:
                     self.written.add(key + (change.ts,))
-        self.columns = self._columns()
+        self.every_column = self._columns()
+        self.columns = self.every_column if columns == "all" else self._touched_columns()
         self.rows = self._rows()
 
     @classmethod
-    def from_cluster(cls, cluster, events: Iterable = (), title: str = "") -> "CellTable":
+    def from_cluster(cls, cluster, events: Iterable = (), title: str = "",
+                     columns: str = "all") -> "CellTable":
         """The table of ``cluster.bigtable`` now, with ``events`` marking what changed."""
-        return cls(cluster.bigtable.dump(), events, title)
+        return cls(cluster.bigtable.dump(), events, title, columns)
+
+    def all_columns(self) -> "CellTable":
+        """The same table with every column and row (``columns="all"``)."""
+        return CellTable(self.dump, self.events, self.title, "all")
+
+    @property
+    def hidden_columns(self) -> list:
+        """Physical columns not shown (``columns="touched"``: the ones the step left alone)."""
+        return [c for c in self.every_column if c not in self.columns]
 
     # -- layout --------------------------------------------------------------
+    def _touched(self) -> set:
+        """``(table, row, physical column)`` the events wrote or erased."""
+        return {key[:3] for key in self.written} | set(self.erased)
+
+    def _touched_columns(self) -> list:
+        return sorted({column for _, _, column in self._touched()}, key=_kind_key)
+
     def _columns(self) -> list:
         physical, logical = set(), set()
         for rows in self.dump.values():
@@ -93,6 +124,8 @@ class CellTable:
         return sorted(physical, key=_kind_key)
 
     def _rows(self) -> list:
+        if self.mode == "touched":
+            return sorted({(t, r) for t, r, _ in self._touched()})
         keys = {(t, r) for t, rows in self.dump.items() for r in rows}
         keys.update((t, r) for t, r, _ in self.erased)
         return sorted(keys)
@@ -144,6 +177,8 @@ class CellTable:
                 out.append(f'<td style="{_CELL_STYLE}">{"<br>".join(parts)}</td>')
             out.append("</tr>")
         out.append("</tbody></table>")
+        if self.mode == "touched":
+            out.append(f"<div><i>{html.escape(self.hidden_note())}</i></div>")
         return "".join(out)
 
     def __repr__(self) -> str:
@@ -163,7 +198,14 @@ class CellTable:
         lines = ([self.title] if self.title else []) + [text]
         if self.written or self.erased:
             lines.append(legend)
+        if self.mode == "touched":
+            lines.append(self.hidden_note())
         return "\n".join(lines)
+
+    def hidden_note(self) -> str:
+        """What ``columns="touched"`` left out, and how to see it."""
+        return (f"(only what this step touched: {len(self.hidden_columns)} other columns "
+                f"hidden; .all_columns() shows them)")
 
 
 def _mark_text(text: str, mark: str) -> str:
