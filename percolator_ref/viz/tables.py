@@ -7,9 +7,10 @@ per Bigtable row, one column per physical column (``bal:data``,
 ``ts: value``. Versions written by the last step are bold; versions the last
 step erased are struck through. ``CellTable(..., columns="touched")`` shows
 only the columns (and rows) the last step wrote or erased, for tables too
-wide to read whole; ``.all_columns()`` gives the full table. It reads only ``Bigtable.dump()`` and the
-tracer's :class:`~percolator_ref.trace.RowTransactionEvent` changes: no
-protocol logic here.
+wide to read whole; ``.all_columns()`` gives the full table. It reads only
+``Bigtable.dump()`` and the tracer's
+:class:`~percolator_ref.trace.RowTransactionEvent` changes: no protocol
+logic here.
 
 :class:`Table` is a plain result table (headers and rows) for notebooks.
 Both have a deterministic ``_repr_html_`` and a readable ``__repr__`` so
