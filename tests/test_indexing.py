@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from percolator_ref import Cluster, ManualClock, WallClock
-from percolator_ref.observers import Worker, wait_until_quiet
+from percolator_ref.worker import Worker, wait_until_quiet
 from percolator_ref.workloads import indexing as ix
 
 
@@ -158,3 +158,27 @@ def test_pipeline_invariants_under_concurrent_loading_with_several_workers(corpu
     assert problems_seen == []
     assert ix.check_invariants(c) == []
     assert c.check_history().ok
+
+
+def test_change_rate_experiment_shows_the_crossover_in_row_transactions():
+    result = ix.change_rate_experiment(60, shares=(0.02, 0.1, 0.8), seed=1)
+    frame = result.to_frame()
+    assert list(frame.index) == [0.02, 0.1, 0.8]
+    assert list(frame["pages_changed"]) == [1, 6, 48]
+    small, large = result[0], result[-1]
+    assert small.incremental * 5 < small.batch              # one page: observers win
+    assert large.batch < large.incremental                  # most pages: one pass wins
+    assert result.crossover is not None and 0.02 < result.crossover <= 0.8
+    # the batch pass rereads the whole repository: its cost hardly moves with the share
+    assert max(r.batch for r in result) < 1.5 * min(r.batch for r in result)
+    # incremental work grows with what changed
+    assert small.incremental < result[1].incremental < large.incremental
+
+
+def test_change_rate_experiment_is_deterministic_and_checks_its_arguments():
+    a = ix.change_rate_experiment(30, shares=(0.1, 0.5), seed=2)
+    b = ix.change_rate_experiment(30, shares=(0.1, 0.5), seed=2)
+    assert [(r.incremental, r.batch) for r in a] == [(r.incremental, r.batch) for r in b]
+    for bad in ((), (0,), (1.5,), ("half",), (True,)):
+        with pytest.raises(ValueError, match="shares"):
+            ix.change_rate_experiment(10, shares=bad)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+import time
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -359,3 +360,89 @@ def _quiescent_problems(docs, dups, serving, members) -> list:
 def serving_table(cluster) -> dict:
     """``{url: {column: value}}`` of the serving table (one snapshot)."""
     return snapshot(cluster).get(SERVING, {})
+
+
+# -- incremental vs batch as the rate of change grows (§3.1's finding) ------------------
+
+@dataclass(frozen=True)
+class RoundCost:
+    """One crawl round of :func:`change_rate_experiment`.
+
+    ``share``: the share of the repository changed in this round (one unit of
+    time); ``incremental`` / ``batch``: row transactions from the round's
+    arrival (its pages committed by the loader) until the serving table
+    reflects all of it, by observers / by one :func:`batch_recompute` pass;
+    ``*_seconds``: the same, in wall time on this machine.
+    """
+    share: float
+    pages_changed: int
+    incremental: int
+    batch: int
+    incremental_seconds: float
+    batch_seconds: float
+
+
+class ChangeRateResult(list):
+    """The :class:`RoundCost` of each round (a list), and where batch starts to win."""
+
+    def __init__(self, rounds, n_pages: int):
+        super().__init__(rounds)
+        self.n_pages = n_pages
+
+    @property
+    def crossover(self) -> Optional[float]:
+        """The smallest share at which the batch pass did less work, None if it never did."""
+        return next((r.share for r in self if r.batch < r.incremental), None)
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per round (pandas imported here, not by the module)."""
+        import pandas as pd
+        return pd.DataFrame([r.__dict__ for r in self]).set_index("share")
+
+
+def timed_cost(cluster, work) -> tuple:
+    """``(row transactions, seconds)`` that ``work()`` spends on ``cluster``."""
+    before, start = cluster.tracer.counts.row_transactions, time.perf_counter()
+    work()
+    return cluster.tracer.counts.row_transactions - before, time.perf_counter() - start
+
+
+def change_rate_experiment(n_pages: int = 200, shares=(0.01, 0.05, 0.2, 0.8), seed: int = 0,
+                           progress: bool = False) -> ChangeRateResult:
+    """Latency from arrival to serving as the share of the repository changed per round grows.
+
+    Two clusters hold the same ``n_pages`` pages (:func:`synthetic_corpus`),
+    one with the observers installed (incremental), one without (batch). Each
+    round re-crawls ``share * n_pages`` pages (:func:`recrawl`, at least one),
+    loads them into both, then brings each serving table up to date: the
+    observers (``run_observers``) or one :func:`batch_recompute` pass. Cost is
+    counted in row transactions (deterministic; one worker executing them one
+    after another takes time in proportion). Both serving tables must agree
+    after every round (``RuntimeError`` otherwise).
+    """
+    from tqdm.auto import tqdm
+    from ..cluster import Cluster
+    from ..clock import ManualClock
+    if not shares or any(isinstance(s, bool) or not isinstance(s, (int, float))
+                         or not 0 < s <= 1 for s in shares):
+        raise ValueError(f"shares must be numbers in (0, 1], got {shares!r}")
+    pages = {p.url: p for p in synthetic_corpus(n_pages, seed=seed)}
+    inc, batch = Cluster(clock=ManualClock()), Cluster(clock=ManualClock())
+    install(inc)
+    load(inc, pages.values())
+    load(batch, pages.values())
+    inc.run_observers()
+    batch_recompute(batch)
+    rounds = []
+    for i, share in enumerate(tqdm(shares, desc="rounds", disable=not progress, leave=False)):
+        changed = recrawl(list(pages.values()), max(1, round(share * n_pages)), seed=seed + i)
+        pages.update((p.url, p) for p in changed)
+        load(inc, changed)
+        load(batch, changed)
+        inc_cost = timed_cost(inc, inc.run_observers)
+        batch_cost = timed_cost(batch, lambda: batch_recompute(batch))
+        if serving_table(inc) != serving_table(batch):
+            raise RuntimeError(f"round {i}: incremental and batch serving tables differ")
+        rounds.append(RoundCost(share, len(changed), inc_cost[0], batch_cost[0],
+                                inc_cost[1], batch_cost[1]))
+    return ChangeRateResult(rounds, n_pages)
