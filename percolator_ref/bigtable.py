@@ -25,7 +25,8 @@ from typing import Any, Iterator, Optional
 
 from sortedcontainers import SortedDict, SortedSet
 
-from .model import MAX_TIMESTAMP, check_name
+from .model import check_name
+from .raw import RawCellOperations, check_ts  # noqa: F401 (check_ts: re-exported for the stores)
 from .step import Step
 from .trace import Change, RowTransactionEvent, Tracer
 
@@ -164,49 +165,6 @@ def report(tracer: Tracer, rt: RowTransaction, changes: list) -> None:
         tracer.emit(RowTransactionEvent(seq, rt.client, rt.table, rt.row, rt.step,
                                         tuple(dict.fromkeys(rt.columns_read)),
                                         tuple(changes), rt.note))
-
-
-def check_ts(ts, argument: str = "ts") -> None:
-    """Raise TypeError/ValueError naming ``argument`` unless ``ts`` is a timestamp."""
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        raise TypeError(f"{argument} must be an int timestamp, got {ts!r}")
-    if not 0 <= ts <= MAX_TIMESTAMP:
-        raise ValueError(f"{argument} must be in [0, {MAX_TIMESTAMP}], got {ts}")
-
-
-class RawCellOperations:
-    """Figure 8's raw Bigtable operations, shared by every store: each one is a
-    single-cell row transaction. A store needs ``row_transaction`` and may
-    refuse a value it cannot hold in ``check_storable``."""
-
-    def check_storable(self, value: Any) -> None:
-        """Raise TypeError before anything is written if ``value`` cannot be stored."""
-        if value is None:
-            raise TypeError("value must not be None (use erase to remove a version)")
-
-    def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
-        """Write one version: a one-cell row transaction (Figure 8's raw write)."""
-        check_name(bigtable_column, "bigtable_column")
-        check_ts(ts)
-        self.check_storable(value)
-        with self.row_transaction(table, row, step=Step.BIGTABLE_WRITE) as rt:
-            rt.write(bigtable_column, ts, value)
-
-    def read(self, table: str, row: str, bigtable_column: str, ts: Optional[int] = None):
-        """Newest value at or below ``ts`` (newest of all if None), or None."""
-        check_name(bigtable_column, "bigtable_column")
-        if ts is not None:
-            check_ts(ts)
-        with self.row_transaction(table, row, step=Step.BIGTABLE_READ) as rt:
-            found = rt.read(bigtable_column, ts)
-        return None if found is None else found[1]
-
-    def erase(self, table: str, row: str, bigtable_column: str, ts: int) -> None:
-        """Erase the version at exactly ``ts`` (no-op if absent)."""
-        check_name(bigtable_column, "bigtable_column")
-        check_ts(ts)
-        with self.row_transaction(table, row, step=Step.BIGTABLE_ERASE) as rt:
-            rt.erase(bigtable_column, ts)
 
 
 class Bigtable(RawCellOperations):
