@@ -14,12 +14,16 @@ as the client left it. Points (see :mod:`percolator_ref.step`):
   row transactions that the commit runs count too).
 
 A commit that finishes or aborts before the point is reached does not crash.
+
+:class:`StoreFailsAt` makes the *store* fail instead (``StoreUnavailable``)
+at a chosen step, before or after the row transaction applies: how a commit
+ends in :class:`~percolator_ref.errors.CommitOutcomeUnknown`.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from .errors import ClientCrash
+from .errors import ClientCrash, StoreUnavailable
 from .step import CRASH_POINTS, PREWRITE_STEPS, Step
 
 
@@ -71,3 +75,42 @@ def crash_plan(crash_after, session, prewrites: int) -> Optional[CrashAfter]:
     """The fault plan for ``commit(crash_after=...)``, or None for no crash."""
     check_crash_after(crash_after)
     return None if crash_after is None else CrashAfter(crash_after, session, prewrites)
+
+
+class StoreFailsAt:
+    """The store fails at a row transaction of ``step``: raises :class:`StoreUnavailable`.
+
+    ``applied=False``: before the row transaction starts (the request never
+    reached the store, nothing changes); ``applied=True``: after it applied
+    (the store did the work, the reply was lost). Fails ``times`` times, then
+    the store works again. ``client`` limits it to one client's row
+    transactions (default: any). Attach it to ``cluster.bigtable.interceptors``;
+    a commit that meets it at ``"commit-primary"`` raises
+    :class:`~percolator_ref.errors.CommitOutcomeUnknown`.
+    """
+
+    def __init__(self, step, applied: bool = False, times: int = 1,
+                 client: Optional[str] = None):
+        if step not in set(Step):
+            raise ValueError(f"step must be a Step name such as 'commit-primary', got {step!r}")
+        self.step = Step(step)
+        if not isinstance(applied, bool):
+            raise TypeError(f"applied must be True or False, got {applied!r}")
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise ValueError(f"times must be an int >= 1, got {times!r}")
+        self.applied, self.times, self.client = applied, times, client
+        self.failures = 0
+
+    def fail_if_due(self, rt, applied: bool) -> None:
+        if (applied == self.applied and rt.step == self.step and self.failures < self.times
+                and self.client in (None, rt.client)):
+            self.failures += 1
+            when = "after it applied (reply lost)" if applied else "before it reached the store"
+            raise StoreUnavailable(f"store failed at {rt.client}'s {rt.step} of "
+                                   f"{rt.table}/{rt.row}, {when}")
+
+    def before(self, rt) -> None:
+        self.fail_if_due(rt, applied=False)
+
+    def after(self, rt) -> None:
+        self.fail_if_due(rt, applied=True)

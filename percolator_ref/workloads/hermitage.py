@@ -10,17 +10,24 @@ table filtered in Python.
 Snapshot isolation prevents G0, G1a, G1b, G1c, OTV, PMP, P4 and G-single (its
 read and write variants) and allows G2-item (write skew) and G2 (anti-dependency
 cycles). Each function returns a :class:`HermitageResult`: what was expected,
-what was observed, and whether the recorded history passed the checker;
+what was observed, whether the recorded history passed the checker, the
+schedule as it ran (a list of :class:`Move`, each with what it read or how the
+commit ended) and a one-line reason filled in with the run's timestamps;
 :func:`run_all` runs the whole set and returns a :class:`HermitageTable`.
+:func:`percolator_ref.frames.hermitage_frame` and
+:func:`percolator_ref.frames.schedule_frame` tabulate them with pandas.
 
 >>> r = p4()
 >>> (r.name, r.expected, r.observed, r.ok)
 ('P4', 'prevented', 'prevented', True)
+>>> [str(m) for m in r.schedule if m.action == "commit"]
+['commit -> committed @ 5', 'commit -> aborted: prewrite test/1.value: write record @ 5 >= start 4']
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Callable, Optional
 
 from ..clock import ManualClock
@@ -31,6 +38,37 @@ TABLE = "test"
 COLUMN = "value"
 PREVENTED, ALLOWED = "prevented", "allowed"
 
+ANOMALIES = {
+    "G0": "write cycles (dirty write)",
+    "G1a": "aborted read (dirty read)",
+    "G1b": "intermediate read (dirty read)",
+    "G1c": "circular information flow (dirty read)",
+    "OTV": "observed transaction vanishes",
+    "PMP": "predicate-many-preceders",
+    "PMP-write": "predicate-many-preceders, write predicate",
+    "P4": "lost update",
+    "G-single": "single anti-dependency cycle (read skew)",
+    "G-single-dependencies": "read skew, predicate dependencies",
+    "G-single-write-1": "read skew, write predicate",
+    "G-single-write-2": "read skew, interleaved write predicate",
+    "G2-item": "item anti-dependency cycle (write skew)",
+    "G2": "anti-dependency cycle over a predicate",
+    "G2-two-edges": "anti-dependency cycle with a read-only transaction",
+}
+"""Each scenario's anomaly, as Hermitage names it."""
+
+
+@dataclass(frozen=True)
+class Move:
+    """One move of a schedule: transaction ``txn`` ("T1") did ``action``; ``result`` is
+    what came of it (the value read, ``start 3`` for a begin, how a commit ended)."""
+    txn: str
+    action: str
+    result: str = ""
+
+    def __str__(self):
+        return f"{self.action} -> {self.result}" if self.result else self.action
+
 
 @dataclass
 class HermitageResult:
@@ -40,7 +78,9 @@ class HermitageResult:
     ``"prevented"``; ``ok`` is True when that matches ``expected`` and the
     history passed the snapshot-isolation checker. ``details`` holds what the
     transactions read (by step label), whether each committed, and the final
-    table as a fresh reader sees it.
+    table as a fresh reader sees it. ``schedule``: the moves in the order they
+    ran; ``anomaly``: Hermitage's name for it (:data:`ANOMALIES`); ``reason``:
+    why snapshot isolation prevents or allows it, with this run's timestamps.
     """
     name: str
     description: str
@@ -48,10 +88,21 @@ class HermitageResult:
     observed: str
     history_ok: bool
     details: dict = field(default_factory=dict)
+    schedule: tuple = ()
+    reason: str = ""
     ok: bool = field(init=False)
 
     def __post_init__(self):
         self.ok = self.expected == self.observed and self.history_ok
+
+    @property
+    def anomaly(self) -> str:
+        return ANOMALIES.get(self.name, "")
+
+    @property
+    def transactions(self) -> list:
+        """The scenario's transaction names in the order they began (``["T1", "T2"]``)."""
+        return list(dict.fromkeys(m.txn for m in self.schedule))
 
     def __str__(self):
         mark = "ok" if self.ok else "FAIL"
@@ -79,8 +130,18 @@ class HermitageTable(list):
                 f"<tbody>{rows}</tbody></table>")
 
 
+CONFLICT = " -> conflict, abort"
+CLEANUP_STEPS = {"cleanup-primary": "rolled back", "roll-back": "rolled back",
+                 "roll-forward": "rolled forward"}
+
+
+def shown(found: dict) -> str:
+    """A predicate read's rows as ``1=10, 2=20`` (``none`` if empty)."""
+    return ", ".join(f"{row}={value}" for row, value in found.items()) or "none"
+
+
 class _Run:
-    """One scenario on one cluster: the Hermitage table, labelled reads, commits."""
+    """One scenario on one cluster: the Hermitage table, the moves, labelled reads, commits."""
 
     def __init__(self, cluster):
         if cluster is None:
@@ -88,30 +149,80 @@ class _Run:
         self.cluster = cluster
         self.reads: dict = {}
         self.commits: dict = {}
+        self.moves: list = []
+        self.names: dict = {}             # transaction -> "T1"
         setup = cluster.begin()
         setup.set("1", COLUMN, 10, table=TABLE)
         setup.set("2", COLUMN, 20, table=TABLE)
         assert setup.commit()
 
-    def begin(self):
-        return self.cluster.begin()
+    def move(self, txn, action: str, result: str = "") -> None:
+        self.moves.append(Move(self.names[txn], action, result))
 
-    def get(self, name: str, txn, row: str):
+    def begin(self, name: str):
+        txn = self.cluster.begin()
+        self.names[txn] = name
+        self.move(txn, "begin", f"start {txn.start_ts}")
+        return txn
+
+    def get(self, txn, row: str):
         """``select value from test where id = row``"""
-        value = txn.get(row, COLUMN, table=TABLE)
-        self.reads[f"{name} get {row}"] = value
+        with self.cluster.tracer.record() as events:
+            value = txn.get(row, COLUMN, table=TABLE)
+        self.reads[f"{self.names[txn]} get {row}"] = value
+        self.move(txn, f"get {row}", str(value) + self.cleanups(events))
         return value
 
-    def where(self, name: str, txn, label: str, predicate: Callable) -> dict:
+    def where(self, txn, label: str, predicate: Callable) -> dict:
         """``select * from test where <predicate>``: a scan filtered by ``predicate(value)``."""
-        found = {row: value for row, column, value in txn.scan(TABLE)
-                 if column == COLUMN and predicate(value)}
-        self.reads[f"{name} where {label}"] = found
+        with self.cluster.tracer.record() as events:
+            found = {row: value for row, column, value in txn.scan(TABLE)
+                     if column == COLUMN and predicate(value)}
+        self.reads[f"{self.names[txn]} where {label}"] = found
+        self.move(txn, f"where {label.split(' (')[0]}", shown(found) + self.cleanups(events))
         return found
 
-    def commit(self, name: str, txn) -> bool:
-        self.commits[name] = txn.commit()
-        return self.commits[name]
+    def cleanups(self, events) -> str:
+        """`` (rolled back T1's locks)`` if a read cleaned up after a dead client, else ``""``.
+
+        The holder is named by the start_ts of the lock the cleanup erased.
+        """
+        by_start = {t.start_ts: n for t, n in self.names.items()}
+        done = {}
+        for e in events:
+            for change in e.changes:
+                if e.step in CLEANUP_STEPS and change.erased and change.column.endswith(":lock"):
+                    done[(CLEANUP_STEPS[e.step], by_start.get(change.ts, "a dead client"))] = None
+        return "".join(f" ({what} {holder}'s locks)" for what, holder in done)
+
+    def set(self, txn, row: str, value) -> None:
+        txn.set(row, COLUMN, value, table=TABLE)
+        self.move(txn, f"set {row} = {value}")
+
+    def delete(self, txn, row: str) -> None:
+        txn.delete(row, COLUMN, table=TABLE)
+        self.move(txn, f"delete {row}")
+
+    def commit(self, txn) -> bool:
+        """Commit ``txn``; the move says how it ended (an abort with the prewrite that failed)."""
+        with self.cluster.tracer.record() as events:
+            ok = txn.commit()
+        self.commits[self.names[txn]] = ok
+        if ok:
+            self.move(txn, "commit", f"committed @ {txn.commit_ts}" if txn.commit_ts
+                      else "committed (read-only)")
+        else:
+            why = next((e.note for e in events if e.note.endswith(CONFLICT)), "")
+            self.move(txn, "commit", f"aborted: {why[:-len(CONFLICT)]}" if why else "aborted")
+        return ok
+
+    def crash_after(self, txn, point: str) -> None:
+        """Commit ``txn`` with its client dying after ``point`` (before the commit point)."""
+        try:
+            txn.commit(crash_after=point)
+        except ClientCrash:
+            self.commits[self.names[txn]] = "crashed before commit point"
+        self.move(txn, f"commit, client dies after {point}", "crashed, locks left")
 
     def final(self) -> dict:
         reader = self.cluster.begin()
@@ -120,11 +231,14 @@ class _Run:
         return view
 
     def result(self, name: str, description: str, expected: str, happened: bool,
-               final: dict) -> HermitageResult:
+               final: dict, reason: str) -> HermitageResult:
+        """The scenario's result; ``reason`` may name ``{T1.start}``, ``{T2.commit}``, ..."""
         report = self.cluster.check_history()
         details = {"reads": self.reads, "commits": self.commits, "final": final}
+        facts = {n: SimpleNamespace(start=t.start_ts, commit=t.commit_ts)
+                 for t, n in self.names.items()}
         return HermitageResult(name, description, expected, ALLOWED if happened else PREVENTED,
-                               report.ok, details)
+                               report.ok, details, tuple(self.moves), reason.format(**facts))
 
 
 # -- the schedules ---------------------------------------------------------------
@@ -133,243 +247,271 @@ def g0(cluster=None) -> HermitageResult:
     """G0 write cycles: two writers interleave updates of both rows; the result must be one
     writer's pair, never a mix (first committer wins)."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    t1.set("1", COLUMN, 11, table=TABLE)
-    t2.set("1", COLUMN, 12, table=TABLE)
-    t1.set("2", COLUMN, 21, table=TABLE)
-    run.commit("T1", t1)
-    t2.set("2", COLUMN, 22, table=TABLE)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.set(t1, "1", 11)
+    run.set(t2, "1", 12)
+    run.set(t1, "2", 21)
+    run.commit(t1)
+    run.set(t2, "2", 22)
+    run.commit(t2)
     final = run.final()
     happened = all(run.commits.values()) or final not in ({"1": 11, "2": 21}, {"1": 12, "2": 22})
-    return run.result("G0", "T1,T2 write rows 1 and 2 interleaved", PREVENTED, happened, final)
+    return run.result("G0", "T1,T2 write rows 1 and 2 interleaved", PREVENTED, happened, final,
+                      "first committer wins: T1 committed at {T1.commit}, after T2's start "
+                      "{T2.start}, so T2's prewrite aborts and T1's pair survives whole")
 
 
 def g1a(cluster=None) -> HermitageResult:
     """G1a aborted read: T1 writes 101 and dies before its commit point; T2 never reads 101."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    t1.set("1", COLUMN, 101, table=TABLE)
-    t1.set("2", COLUMN, 102, table=TABLE)
-    run.where("T2", t2, "true (before T1 aborts)", lambda v: True)
-    try:
-        t1.commit(crash_after="prewrite")      # locks and data written, then the client dies
-    except ClientCrash:
-        run.commits["T1"] = "crashed before commit point"
-    run.where("T2", t2, "true (after T1 aborts)", lambda v: True)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.set(t1, "1", 101)
+    run.set(t1, "2", 102)
+    run.where(t2, "true (before T1 aborts)", lambda v: True)
+    run.crash_after(t1, "prewrite")        # locks and data written, then the client dies
+    run.where(t2, "true (after T1 aborts)", lambda v: True)
+    run.commit(t2)
     final = run.final()
     seen = [v for r in run.reads.values() for v in r.values()] + list(final.values())
     return run.result("G1a", "T2 reads while T1's writes are prewritten, then T1 aborts",
-                      PREVENTED, 101 in seen or 102 in seen, final)
+                      PREVENTED, 101 in seen or 102 in seen, final,
+                      "a read needs a write record: T1's data @ {T1.start} has only a lock, "
+                      "and T2 rolls back the dead client's locks through the primary")
 
 
 def g1b(cluster=None) -> HermitageResult:
     """G1b intermediate read: T1 writes 101 then 11 and commits; nobody ever reads 101."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    t1.set("1", COLUMN, 101, table=TABLE)
-    run.where("T2", t2, "value % 5 = 0 (before T1 commits)", lambda v: v % 5 == 0)
-    t1.set("1", COLUMN, 11, table=TABLE)
-    run.commit("T1", t1)
-    run.where("T2", t2, "value % 3 = 0 (after T1 commits)", lambda v: v % 3 == 0)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.set(t1, "1", 101)
+    run.where(t2, "value % 5 = 0 (before T1 commits)", lambda v: v % 5 == 0)
+    run.set(t1, "1", 11)
+    run.commit(t1)
+    run.where(t2, "value % 3 = 0 (after T1 commits)", lambda v: v % 3 == 0)
+    run.commit(t2)
     final = run.final()
     seen = [v for r in run.reads.values() for v in r.values()] + list(final.values())
     return run.result("G1b", "T1 writes 101 then 11; T2 reads around T1's commit",
-                      PREVENTED, 101 in seen, final)
+                      PREVENTED, 101 in seen, final,
+                      "writes are buffered until commit: 101 never reached the store, and "
+                      "T1's 11 committed at {T1.commit}, after T2's snapshot at {T2.start}")
 
 
 def g1c(cluster=None) -> HermitageResult:
     """G1c circular information flow: T1 and T2 each write one row and read the other's."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    t1.set("1", COLUMN, 11, table=TABLE)
-    t2.set("2", COLUMN, 22, table=TABLE)
-    a = run.get("T1", t1, "2")
-    b = run.get("T2", t2, "1")
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.set(t1, "1", 11)
+    run.set(t2, "2", 22)
+    a = run.get(t1, "2")
+    b = run.get(t2, "1")
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("G1c", "T1 writes 1, T2 writes 2, each reads the other's row",
-                      PREVENTED, a == 22 and b == 11, final)
+                      PREVENTED, a == 22 and b == 11, final,
+                      "each reads its own snapshot (starts {T1.start} and {T2.start}), taken "
+                      "before either committed: neither sees the other's write")
 
 
 def otv(cluster=None) -> HermitageResult:
     """OTV observed transaction vanishes: T3 must not see T1's row 1 and T2's row 2."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    t1.set("1", COLUMN, 11, table=TABLE)
-    t1.set("2", COLUMN, 19, table=TABLE)
-    t2.set("1", COLUMN, 12, table=TABLE)
-    run.commit("T1", t1)
-    t2.set("2", COLUMN, 18, table=TABLE)
-    t3 = run.begin()
-    a = run.get("T3", t3, "1")
-    run.commit("T2", t2)
-    b = run.get("T3", t3, "2")
-    run.commit("T3", t3)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.set(t1, "1", 11)
+    run.set(t1, "2", 19)
+    run.set(t2, "1", 12)
+    run.commit(t1)
+    run.set(t2, "2", 18)
+    t3 = run.begin("T3")
+    a = run.get(t3, "1")
+    run.commit(t2)
+    b = run.get(t3, "2")
+    run.commit(t3)
     final = run.final()
     return run.result("OTV", "T3 reads row 1 before and row 2 after T2's commit",
-                      PREVENTED, (a, b) not in ((11, 19), (12, 18)), final)
+                      PREVENTED, (a, b) not in ((11, 19), (12, 18)), final,
+                      "both of T3's reads use its snapshot at {T3.start}, which holds T1's pair "
+                      "(committed at {T1.commit}); T2 conflicts with T1 on row 1 and aborts")
 
 
 def pmp(cluster=None) -> HermitageResult:
     """PMP predicate-many-preceders (read): an insert does not appear in T1's predicate read."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.where("T1", t1, "value = 30", lambda v: v == 30)
-    t2.set("3", COLUMN, 30, table=TABLE)
-    run.commit("T2", t2)
-    later = run.where("T1", t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.commit("T1", t1)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.where(t1, "value = 30", lambda v: v == 30)
+    run.set(t2, "3", 30)
+    run.commit(t2)
+    later = run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
+    run.commit(t1)
     final = run.final()
     return run.result("PMP", "T2 inserts 30 between T1's two predicate reads",
-                      PREVENTED, bool(later), final)
+                      PREVENTED, bool(later), final,
+                      "a predicate read scans T1's snapshot at {T1.start}: T2's row 3, "
+                      "committed at {T2.commit}, is not in it")
 
 
 def pmp_write(cluster=None) -> HermitageResult:
     """PMP with a write predicate: T2's ``delete where value = 20`` must not survive T1's update."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    for row, value in run.where("T1", t1, "true", lambda v: True).items():
-        t1.set(row, COLUMN, value + 10, table=TABLE)          # update test set value = value + 10
-    for row in run.where("T2", t2, "value = 20", lambda v: v == 20):
-        t2.delete(row, COLUMN, table=TABLE)                   # delete from test where value = 20
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    for row, value in run.where(t1, "true", lambda v: True).items():
+        run.set(t1, row, value + 10)                  # update test set value = value + 10
+    for row in run.where(t2, "value = 20", lambda v: v == 20):
+        run.delete(t2, row)                           # delete from test where value = 20
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("PMP-write", "T1 adds 10 to every row while T2 deletes value = 20",
-                      PREVENTED, run.commits["T2"] or final != {"1": 20, "2": 30}, final)
+                      PREVENTED, run.commits["T2"] or final != {"1": 20, "2": 30}, final,
+                      "both write row 2: T1 committed at {T1.commit}, after T2's start "
+                      "{T2.start}, so T2's delete aborts (first committer wins)")
 
 
 def p4(cluster=None) -> HermitageResult:
     """P4 lost update: two read-modify-writes of row 1; at most one commits."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    a = run.get("T1", t1, "1")
-    b = run.get("T2", t2, "1")
-    t1.set("1", COLUMN, a + 1, table=TABLE)
-    t2.set("1", COLUMN, b + 1, table=TABLE)
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    a = run.get(t1, "1")
+    b = run.get(t2, "1")
+    run.set(t1, "1", a + 1)
+    run.set(t2, "1", b + 1)
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("P4", "T1 and T2 both increment row 1", PREVENTED,
-                      all(run.commits.values()), final)
+                      all(run.commits.values()), final,
+                      "both write row 1: T1 committed at {T1.commit}, after T2's start "
+                      "{T2.start}, so T2's prewrite aborts (first committer wins)")
 
 
 def g_single(cluster=None) -> HermitageResult:
     """G-single read skew: T1 reads row 1 before and row 2 after T2 moves 2 from row 2 to 1."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    a = run.get("T1", t1, "1")
-    run.get("T2", t2, "1")
-    run.get("T2", t2, "2")
-    t2.set("1", COLUMN, 12, table=TABLE)
-    t2.set("2", COLUMN, 18, table=TABLE)
-    run.commit("T2", t2)
-    b = run.get("T1", t1, "2")
-    run.commit("T1", t1)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    a = run.get(t1, "1")
+    run.get(t2, "1")
+    run.get(t2, "2")
+    run.set(t2, "1", 12)
+    run.set(t2, "2", 18)
+    run.commit(t2)
+    b = run.get(t1, "2")
+    run.commit(t1)
     final = run.final()
     return run.result("G-single", "T1 reads row 1, T2 updates both, T1 reads row 2",
-                      PREVENTED, a + b != 30, final)
+                      PREVENTED, a + b != 30, final,
+                      "T1 reads row 2 in its snapshot at {T1.start}, from before T2's commit "
+                      "at {T2.commit}: 10 + 20, a consistent total")
 
 
 def g_single_dependencies(cluster=None) -> HermitageResult:
     """G-single with predicate reads: T1's second predicate read must not see T2's update."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.where("T1", t1, "value % 5 = 0", lambda v: v % 5 == 0)
-    for row in run.where("T2", t2, "value = 10", lambda v: v == 10):
-        t2.set(row, COLUMN, 12, table=TABLE)
-    run.commit("T2", t2)
-    later = run.where("T1", t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.commit("T1", t1)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.where(t1, "value % 5 = 0", lambda v: v % 5 == 0)
+    for row in run.where(t2, "value = 10", lambda v: v == 10):
+        run.set(t2, row, 12)
+    run.commit(t2)
+    later = run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
+    run.commit(t1)
     final = run.final()
     return run.result("G-single-dependencies", "T2 sets 10 to 12 between T1's predicate reads",
-                      PREVENTED, bool(later), final)
+                      PREVENTED, bool(later), final,
+                      "T1's second predicate read uses the same snapshot at {T1.start}: "
+                      "T2's 12, committed at {T2.commit}, is not in it")
 
 
 def g_single_write_1(cluster=None) -> HermitageResult:
     """G-single, write variant 1: T1 deletes on a stale predicate after T2 committed; T1 aborts."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.get("T1", t1, "1")
-    run.where("T2", t2, "true", lambda v: True)
-    t2.set("1", COLUMN, 12, table=TABLE)
-    t2.set("2", COLUMN, 18, table=TABLE)
-    run.commit("T2", t2)
-    for row in run.where("T1", t1, "value = 20", lambda v: v == 20):
-        t1.delete(row, COLUMN, table=TABLE)
-    run.commit("T1", t1)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.get(t1, "1")
+    run.where(t2, "true", lambda v: True)
+    run.set(t2, "1", 12)
+    run.set(t2, "2", 18)
+    run.commit(t2)
+    for row in run.where(t1, "value = 20", lambda v: v == 20):
+        run.delete(t1, row)
+    run.commit(t1)
     final = run.final()
     return run.result("G-single-write-1", "T2 commits 12/18, then T1 deletes where value = 20",
-                      PREVENTED, run.commits["T1"] or final != {"1": 12, "2": 18}, final)
+                      PREVENTED, run.commits["T1"] or final != {"1": 12, "2": 18}, final,
+                      "T1 deletes row 2 as its snapshot shows it, but T2 wrote row 2 at "
+                      "{T2.commit}, after T1's start {T1.start}: T1's prewrite aborts")
 
 
 def g_single_write_2(cluster=None) -> HermitageResult:
     """G-single, write variant 2: T1 deletes row 2 while T2 moves value into it; one aborts."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.get("T1", t1, "1")
-    run.where("T2", t2, "true", lambda v: True)
-    t2.set("1", COLUMN, 12, table=TABLE)
-    for row in run.where("T1", t1, "value = 20", lambda v: v == 20):
-        t1.delete(row, COLUMN, table=TABLE)
-    t2.set("2", COLUMN, 18, table=TABLE)
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.get(t1, "1")
+    run.where(t2, "true", lambda v: True)
+    run.set(t2, "1", 12)
+    for row in run.where(t1, "value = 20", lambda v: v == 20):
+        run.delete(t1, row)
+    run.set(t2, "2", 18)
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("G-single-write-2", "T1 deletes value = 20 while T2 updates both rows",
-                      PREVENTED, all(run.commits.values()) or final != {"1": 10}, final)
+                      PREVENTED, all(run.commits.values()) or final != {"1": 10}, final,
+                      "T1's delete of row 2 committed at {T1.commit}, after T2's start "
+                      "{T2.start}: T2's prewrite of row 2 aborts and T2 erases its lock on row 1")
 
 
 def g2_item(cluster=None) -> HermitageResult:
     """G2-item write skew: T1 and T2 read both rows and each update a different one."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    for name, txn in (("T1", t1), ("T2", t2)):
-        run.get(name, txn, "1")
-        run.get(name, txn, "2")
-    t1.set("1", COLUMN, 11, table=TABLE)
-    t2.set("2", COLUMN, 21, table=TABLE)
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    for txn in (t1, t2):
+        run.get(txn, "1")
+        run.get(txn, "2")
+    run.set(t1, "1", 11)
+    run.set(t2, "2", 21)
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("G2-item", "T1 and T2 read both rows, update different ones",
-                      ALLOWED, all(run.commits.values()) and final == {"1": 11, "2": 21}, final)
+                      ALLOWED, all(run.commits.values()) and final == {"1": 11, "2": 21}, final,
+                      "T1 writes only row 1 and T2 only row 2: no write-write conflict, so both "
+                      "commit although each read the row the other wrote (write skew)")
 
 
 def g2(cluster=None) -> HermitageResult:
     """G2 anti-dependency cycle over a predicate: both insert after an empty predicate read."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.where("T1", t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.where("T2", t2, "value % 3 = 0", lambda v: v % 3 == 0)
-    t1.set("3", COLUMN, 30, table=TABLE)
-    t2.set("4", COLUMN, 42, table=TABLE)
-    run.commit("T1", t1)
-    run.commit("T2", t2)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
+    run.where(t2, "value % 3 = 0", lambda v: v % 3 == 0)
+    run.set(t1, "3", 30)
+    run.set(t2, "4", 42)
+    run.commit(t1)
+    run.commit(t2)
     final = run.final()
     return run.result("G2", "T1, T2 see no multiple of 3, then each inserts one",
-                      ALLOWED, all(run.commits.values()), final)
+                      ALLOWED, all(run.commits.values()), final,
+                      "each predicate read finds no multiple of 3 and the inserts are different "
+                      "rows (3 and 4): no write-write conflict, so both commit")
 
 
 def g2_two_edges(cluster=None) -> HermitageResult:
     """G2 with two anti-dependency edges and a read-only T3 (Fekete et al.'s example)."""
     run = _Run(cluster)
-    t1, t2 = run.begin(), run.begin()
-    run.where("T1", t1, "true", lambda v: True)
-    t2.set("2", COLUMN, 25, table=TABLE)
-    run.commit("T2", t2)
-    t3 = run.begin()
-    seen = run.where("T3", t3, "true", lambda v: True)
-    run.commit("T3", t3)
-    t1.set("1", COLUMN, 0, table=TABLE)
-    run.commit("T1", t1)
+    t1, t2 = run.begin("T1"), run.begin("T2")
+    run.where(t1, "true", lambda v: True)
+    run.set(t2, "2", 25)
+    run.commit(t2)
+    t3 = run.begin("T3")
+    seen = run.where(t3, "true", lambda v: True)
+    run.commit(t3)
+    run.set(t1, "1", 0)
+    run.commit(t1)
     final = run.final()
     return run.result("G2-two-edges", "T2 commits, read-only T3 sees it, then T1 commits",
-                      ALLOWED, run.commits["T1"] and seen == {"1": 10, "2": 25}, final)
+                      ALLOWED, run.commits["T1"] and seen == {"1": 10, "2": 25}, final,
+                      "T1 writes row 1 and T2 row 2: no conflict; read-only T3 (start "
+                      "{T3.start}) saw T2 (committed at {T2.commit}) without T1, which read "
+                      "before T2: no serial order fits")
 
 
 SCENARIOS = (g0, g1a, g1b, g1c, otv, pmp, pmp_write, p4, g_single, g_single_dependencies,
