@@ -15,6 +15,7 @@ from percolator_ref import (Bigtable, Cluster, Lock, ManualClock, StoreUnavailab
                             WriteKind)
 from percolator_ref.harness.multiprocess import run_processes
 from percolator_ref.stores.redis_codec import decode, encode
+from percolator_ref.stores import url_with
 from percolator_ref.stores.redis_store import RedisBigtable
 from percolator_ref.model import Cell
 from percolator_ref.workloads import bank
@@ -242,3 +243,30 @@ def test_in_memory_erase_of_an_absent_version_leaves_no_phantom_row():
     bt = Bigtable()
     bt.erase("t", "r", "a:lock", 3)
     assert bt.rows("t") == [] and bt.columns("t", "r") == [] and bt.tables() == []
+
+
+@pytest.mark.parametrize("conditional, commit_trips, conflict_trips", [(0, 7, 6), (1, 4, 3)])
+def test_round_trips_of_commits_in_both_modes(redis_url, conditional, commit_trips,
+                                              conflict_trips):
+    """A two-cell commit: prewrite x2, commit-primary (2 trips each, or 1 in one script),
+    commit-secondary 1. A conflict pair: one single-cell commit, one refused prewrite."""
+    cluster = Cluster(first_timestamp=5, clock=ManualClock(),
+                      backend=url_with(redis_url, conditional=conditional))
+    bt = cluster.bigtable
+    before = bt.round_trips
+    t = cluster.begin()
+    t.set("Bob", "bal", 10)
+    t.set("Joe", "bal", 2)
+    assert t.commit() is True
+    assert bt.round_trips - before == commit_trips
+    before = bt.round_trips
+    t = cluster.begin()
+    assert t.get("Bob", "bal") == 10
+    assert t.commit() is True
+    assert bt.round_trips - before == 1
+    before = bt.round_trips
+    a, b = cluster.begin(), cluster.begin()
+    a.set("Bob", "bal", 1)
+    b.set("Bob", "bal", 2)
+    assert a.commit() is True and b.commit() is False
+    assert bt.round_trips - before == conflict_trips

@@ -7,14 +7,17 @@
   reads, changes, notes) equal the separate mode's on the same scenario, conflicts,
   crashes and cleanup included.
 - ``percolator tpce --backend redis --processes 2`` keeps TPC-E's invariants.
-- A client process SIGKILLed mid-commit (``backends.crash``) is cleaned up by the next reader.
+- A client process SIGKILLed mid-commit (``harness.crash``), right after a crash point as
+  ``commit(crash_after=...)`` means it, is cleaned up by the next reader.
 """
 import json
 
 import pytest
 
-from percolator_ref import ClientCrash, Cluster, ManualClock, bench
+from percolator_ref import Bigtable, ClientCrash, Cluster, ManualClock, bench
+from percolator_ref.bigtable import Condition
 from percolator_ref.stores import url_with
+from percolator_ref.stores.redis_store import RedisBigtable
 from percolator_ref.harness.crash import kill_mid_commit
 from percolator_ref.cli import main
 from redis_fixtures import require_redis
@@ -108,16 +111,41 @@ def test_one_script_mode_gives_the_same_cells_and_trace_in_fewer_round_trips(red
     assert combined[2] < separate[2]
 
 
-def test_check_and_mutate_refuses_later_writes_and_reports_what_it_saw(redis_url):
-    c = Cluster(clock=ManualClock(), backend=url_with(redis_url, conditional=1))
-    c.bigtable.write("t", "r", "x:lock", "held", 3)
-    with c.bigtable.row_transaction("t", "r", step="prewrite-primary") as rt:
-        rt.write("x:data", 4, "v")
-        ok, found = rt.check_and_mutate([("x:write", 4, None, False), ("x:lock", 0, None, False)])
-        assert (ok, found) == (False, [None, (3, "held")])
-        with pytest.raises(RuntimeError, match="check_and_mutate"):
-            rt.write("x:data", 4, "v")
-    assert c.bigtable.versions("t", "r", "x:data") == []       # nothing applied
+def _check_and_write_story(bt):
+    """One conditional mutation that fails (a lock), one that passes; what each returned."""
+    bt.write("t", "r", "x:lock", "held", 3)
+    bt.write("t", "r", "x:write", "old", 2)
+    checks = [Condition("x:write", min_ts=4), Condition("x:lock")]
+    with bt.row_transaction("t", "r", step="prewrite-primary") as rt:
+        refused = rt.check_and_write(checks, [("x:data", 4, "v"), ("x:lock", 4, "mine")])
+    bt.erase("t", "r", "x:lock", 3)
+    with bt.row_transaction("t", "r", step="prewrite-primary") as rt:
+        passed = rt.check_and_write(checks, [("x:data", 4, "v"), ("x:lock", 4, "mine")])
+    with bt.row_transaction("t", "r", step="commit-primary") as rt:
+        absent = rt.check_and_write([Condition("x:lock", 9, 9, present=True)], [("x:write", 9, 1)])
+    return refused, passed, absent, bt.dump()
+
+
+def test_check_and_write_in_one_script_returns_and_writes_what_memory_does(redis_url):
+    memory = Bigtable()
+    store = RedisBigtable(url_with(redis_url, conditional=1))
+    with memory.tracer.record() as mem_events, store.tracer.record() as red_events:
+        expected = _check_and_write_story(memory)
+        trips = store.round_trips
+        got = _check_and_write_story(store)
+    assert expected[:3] == ((False, [None, (3, "held")]), (True, [None, None]), (False, [None]))
+    assert got == expected
+    assert red_events == mem_events              # reads in the same order, changes, notes
+    assert store.round_trips - trips == 2 + 3 + 1      # 2 raw writes, 3 one-script checks, 1 erase
+
+
+def test_writes_after_a_one_script_check_and_write_are_refused_loudly(redis_url):
+    store = RedisBigtable(url_with(redis_url, conditional=1))
+    with pytest.raises(RuntimeError, match="check_and_write last"):
+        with store.row_transaction("t", "r", step="prewrite-primary") as rt:
+            assert rt.check_and_write([Condition("x:lock")], [("x:lock", 4, "mine")]) == (True, [None])
+            rt.write("x:data", 4, "late")
+    assert store.dump() == {"t": {"r": {"x:lock": [(4, "mine")]}}}     # what the script applied
 
 
 def test_tpce_two_processes_on_redis_keep_the_invariants(capsys):
@@ -143,10 +171,10 @@ def test_sigkilled_client_process_is_cleaned_up_by_the_next_reader(redis_url):
     from percolator_ref.viz import figure4_setup
     cluster = Cluster(first_timestamp=5, clock=ManualClock(), lock_ttl=1.0, backend=redis_url)
     figure4_setup(cluster)
-    killed = kill_mid_commit(redis_url, "commit-secondary",
+    killed = kill_mid_commit(redis_url, "commit-primary",
                              cluster_options={"clock": ManualClock(), "lock_ttl": 1.0})
     assert killed.exitcode == -9 and (killed.start_ts, killed.commit_ts) == (7, 8)
-    assert "killed with SIGKILL right before its commit-secondary" in str(killed)
+    assert "killed with SIGKILL right after its commit point (commit-primary)" in str(killed)
     assert cluster.bigtable.versions("default", "Joe", "bal:lock")      # left behind
     cluster.clock.advance(2.0)
     reader = cluster.begin()

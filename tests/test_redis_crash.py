@@ -1,15 +1,17 @@
 """Real crashes against a real Redis server.
 
 - Worker *processes* run the bank workload; one is killed with SIGKILL in
-  the middle of a commit, at a chosen step: it signals that it reached the
-  step (through ``Bigtable.gate``, before that row transaction runs) and
-  blocks until it dies. The survivors meet its locks, wait for its liveness
+  the middle of a commit, right after a chosen crash point applied (the one
+  meaning of a crash point, as ``commit(crash_after=...)``): an ``after(rt)``
+  interceptor on its session (``harness.crash.freeze_after``) signals the
+  parent and blocks until the process dies. The survivors meet its locks, wait for its liveness
   token to expire, clean them up through the primary, and finish. The total
   is intact, no lock is left, and the merged history (from every process's
   JSON-lines file) passes the snapshot-isolation checker.
 - The Redis server itself is killed (SIGKILL) with persistence on and
-  restarted: nothing committed is lost; a transaction that meets a server
-  that is down raises StoreUnavailable and a retry succeeds once it is back.
+  restarted: nothing committed is lost; a commit that meets a server that
+  is down before its commit point aborts (False), a new transaction raises
+  StoreUnavailable, and a retry succeeds once the server is back.
 """
 import os
 import random
@@ -18,8 +20,13 @@ import time
 
 import pytest
 
-from percolator_ref import Cluster, ManualClock, StoreUnavailable, WallClock
-from percolator_ref.harness.multiprocess import load_history, start_worker, write_pending
+from percolator_ref import (ClientCrash, Cluster, ManualClock, StoreUnavailable, TransactionClosed,
+                            WallClock)
+from percolator_ref.step import CRASH_POINTS
+from percolator_ref.viz import figure4_setup
+from percolator_ref.harness.crash import freeze_after, kill_mid_commit
+from percolator_ref.interceptors import attached
+from percolator_ref.harness.multiprocess import load_history, start_worker
 from percolator_ref.harness.redis_server import LocalRedisServer
 from percolator_ref.workloads import bank
 from redis_fixtures import require_redis
@@ -31,33 +38,22 @@ ACCOUNTS, BALANCE, LOCK_TTL = 6, 100, 1.0
 pytestmark = pytest.mark.redis
 
 
-def _victim(cluster, index, kill_step, warmup, ready_path):
-    """A client that commits ``warmup`` transfers, then stops forever at ``kill_step``."""
+def _victim(cluster, index, kill_point, warmup, ready_path):
+    """A client that commits ``warmup`` transfers, then stops forever right after ``kill_point``."""
     rng = random.Random(index)
     names = [bank.account_name(i) for i in range(ACCOUNTS)]
     for _ in range(warmup):
         source, target = rng.sample(names, 2)
         bank.transfer(cluster, source, target, rng.randint(1, 10))
-    current = {}
-
-    def gate(client, table, row, step):
-        t = current.get("txn")
-        if t is not None and client == t.client and step == kill_step:
-            write_pending(cluster, t)                  # the history survives the kill
-            with open(ready_path, "w") as f:
-                f.write(f"{t.start_ts} {t.commit_ts}\n")
-            while True:                                # SIGKILL arrives here
-                time.sleep(1)
-
-    cluster.bigtable.gate = gate
     for _ in range(200):                               # retry until no survivor conflicts
-        t = current["txn"] = cluster.begin()
+        t = cluster.begin()
         a = t.get("acct00", bank.COLUMN, table=bank.TABLE)
         b = t.get("acct01", bank.COLUMN, table=bank.TABLE)
         t.set("acct00", bank.COLUMN, a - 7, table=bank.TABLE)      # the primary
         t.set("acct01", bank.COLUMN, b + 7, table=bank.TABLE)      # a secondary
+        freeze_after(cluster, t, kill_point, ready_path)           # the history survives the kill
         t.commit()
-    raise AssertionError("the victim never reached its kill step")
+    raise AssertionError("the victim never reached its kill point")
 
 
 def _survivor(cluster, index, killed_path, transfers):
@@ -74,17 +70,17 @@ def _survivor(cluster, index, killed_path, transfers):
     return outcomes, bank.read_total(cluster)
 
 
-@pytest.mark.parametrize("kill_step, expect", [
-    ("commit-primary", "aborted"),         # both cells locked, commit point not reached
-    ("commit-secondary", "committed"),     # primary committed, secondary still locked
+@pytest.mark.parametrize("kill_point, expect", [
+    ("prewrite", "aborted"),               # after the last prewrite: both cells locked
+    ("commit-primary", "committed"),       # after the commit point: secondary still locked
 ])
-def test_sigkill_mid_commit_survivors_clean_up(redis_url, tmp_path, kill_step, expect):
+def test_sigkill_mid_commit_survivors_clean_up(redis_url, tmp_path, kill_point, expect):
     setup = Cluster(backend=redis_url, clock=WallClock(), lock_ttl=LOCK_TTL)
     bank.setup_accounts(setup, ACCOUNTS, BALANCE)
     ready, killed = str(tmp_path / "ready"), str(tmp_path / "killed")
     paths = [str(tmp_path / f"h{i}.jsonl") for i in range(3)]
     options = {"clock": WallClock(), "lock_ttl": LOCK_TTL}
-    victim = start_worker(redis_url, _victim, 0, (kill_step, 5, ready),
+    victim = start_worker(redis_url, _victim, 0, (kill_point, 5, ready),
                           cluster_options=options, history_path=paths[0])
     survivors = [start_worker(redis_url, _survivor, i, (killed, 15),
                               cluster_options=options, history_path=paths[i])
@@ -92,7 +88,7 @@ def test_sigkill_mid_commit_survivors_clean_up(redis_url, tmp_path, kill_step, e
     deadline = time.monotonic() + 30
     while not os.path.exists(ready):
         assert victim.process.is_alive(), victim.join(1).error
-        assert time.monotonic() < deadline, "the victim never reached its kill step"
+        assert time.monotonic() < deadline, "the victim never reached its kill point"
         time.sleep(0.01)
     os.kill(victim.pid, signal.SIGKILL)
     assert victim.join(10).exitcode == -signal.SIGKILL
@@ -150,9 +146,11 @@ def test_server_down_gives_store_unavailable_and_retry_succeeds():
         t.set("a", "x", 1)
         t.set("b", "x", 2)
         server.kill()
+        assert t.commit() is False                     # before the commit point: aborted
+        assert t.status == "aborted"
         with pytest.raises(StoreUnavailable, match="unavailable"):
-            t.commit()
-        with pytest.raises(StoreUnavailable):
+            cluster.begin()
+        with pytest.raises(StoreUnavailable, match="unavailable"):
             Cluster(backend=url, clock=ManualClock())
         server.start()
         assert cluster.bigtable.dump() == {}           # nothing half-applied
@@ -174,14 +172,15 @@ def test_server_gone_mid_commit_then_retry_after_restart():
         t.set("a", "x", 1)
         t.set("b", "x", 2)
 
-        def gate(client, table, row, step):
-            if step == "prewrite-secondary":
-                server.kill()
+        class KillServer:                              # before the secondary's prewrite
+            def before(self, rt):
+                if rt.step == "prewrite-secondary":
+                    server.kill()
 
-        cluster.bigtable.gate = gate
-        with pytest.raises(StoreUnavailable):
+        with attached(cluster.bigtable, KillServer()):
+            assert t.commit() is False                 # before the commit point: aborted
+        with pytest.raises(TransactionClosed):
             t.commit()
-        cluster.bigtable.gate = None
         server.start()
         a_row = cluster.bigtable.dump()["default"]["a"]
         assert sorted(a_row) == ["x:data", "x:lock"]   # the primary's prewrite: whole
@@ -197,3 +196,36 @@ def test_server_gone_mid_commit_then_retry_after_restart():
         assert again.commit() is True
         assert all_locks(cluster) == []
         assert cluster.check_history().ok
+
+
+def _crashed_in_memory(point):
+    """Figure 4's transfer with ``commit(crash_after=point)`` on the in-memory store."""
+    cluster = Cluster(first_timestamp=5, clock=ManualClock(), lock_ttl=1.0)
+    figure4_setup(cluster)
+    t = cluster.begin()
+    bob, joe = t.get("Bob", "bal"), t.get("Joe", "bal")
+    t.set("Bob", "bal", bob - 7)
+    t.set("Joe", "bal", joe + 7)
+    with pytest.raises(ClientCrash):
+        t.commit(crash_after=point)
+    return cluster.bigtable.dump(), t.commit_ts
+
+
+@pytest.mark.parametrize("point", list(CRASH_POINTS) + [1, 3])
+def test_a_sigkilled_process_stops_where_crash_after_stops(redis_url, point):
+    """One meaning of a crash point: the process is killed right AFTER the named step
+    applied, leaving exactly the cells ``commit(crash_after=point)`` leaves."""
+    cluster = Cluster(first_timestamp=5, clock=ManualClock(), lock_ttl=1.0, backend=redis_url)
+    figure4_setup(cluster)
+    killed = kill_mid_commit(redis_url, point,
+                             cluster_options={"clock": ManualClock(), "lock_ttl": 1.0})
+    assert killed.exitcode == -signal.SIGKILL
+    assert (cluster.bigtable.dump(), killed.commit_ts) == _crashed_in_memory(point)
+    assert str(killed).startswith(f"client T7 (start 7, ") and "right after" in str(killed)
+
+
+def test_kill_mid_commit_refuses_a_step_name_that_is_not_a_crash_point(redis_url):
+    with pytest.raises(ValueError, match="crash_after"):
+        kill_mid_commit(redis_url, "commit-secondary")
+    with pytest.raises(ValueError, match="crash_after"):
+        kill_mid_commit(redis_url, 0)

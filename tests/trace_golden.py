@@ -84,11 +84,15 @@ def _plain(value):
     return value if isinstance(value, (int, str, float, bool, type(None))) else str(value)
 
 
-def capture() -> dict:
-    """``{scenario: [event, ...]}`` with every event as plain JSON."""
+def capture(backend=None) -> dict:
+    """``{scenario: [event, ...]}`` with every event as plain JSON.
+
+    ``backend``: None (in memory, as recorded) or a store URL; each scenario
+    then runs under a key prefix of its own (the URL's prefix + ``-g<i>``).
+    """
     out = {}
-    for name, scenario in SCENARIOS.items():
-        cluster = Cluster(first_timestamp=5, clock=ManualClock())
+    for i, (name, scenario) in enumerate(SCENARIOS.items()):
+        cluster = Cluster(first_timestamp=5, clock=ManualClock(), backend=_scenario_url(backend, i))
         with cluster.tracer.record() as events:
             scenario(cluster)
         out[name] = [{
@@ -97,6 +101,15 @@ def capture() -> dict:
             "changes": [[c.column, c.ts, _plain(c.old), _plain(c.new)] for c in e.changes],
             "note": e.note} for e in events]
     return out
+
+
+def _scenario_url(backend, index: int):
+    if backend is None:
+        return None
+    from urllib.parse import parse_qs, urlparse
+    from percolator_ref.stores import url_with
+    prefix = parse_qs(urlparse(backend).query).get("prefix", ["pc"])[-1]
+    return url_with(backend, prefix=f"{prefix}-g{index}")
 
 
 if __name__ == "__main__":

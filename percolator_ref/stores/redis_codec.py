@@ -2,13 +2,20 @@
 
 Every stored value is a ``str`` whose first character names its type, so a
 value read back from Redis is equal to, and of the same type as, the value
-written: ``str``, ``bytes``, ``bool``, ``int``, ``float`` (hex, so ``-0.0``,
-``nan`` and ``inf`` survive), the protocol's :class:`~percolator_ref.model.Lock`
-and :class:`~percolator_ref.model.Write`, and, for other engineers' internal
-columns, ``None``/``list``/``dict`` (JSON) and ``tuple``.
+written. It holds every value :func:`~percolator_ref.model.check_value`
+accepts: ``str`` (any Unicode text that UTF-8 can carry, NUL included),
+``bytes`` (base64), ``bool``, ``int`` (decimal, up to
+:data:`~percolator_ref.model.MAX_INT_DIGITS` digits), ``float`` (hex, so
+``-0.0``, ``nan``, ``inf`` and every bit of the mantissa survive); also the
+protocol's :class:`~percolator_ref.model.Lock` and
+:class:`~percolator_ref.model.Write`, and, for other engineers' internal
+columns, ``None``/``list``/``dict`` (JSON) and ``tuple``. A subclass (an
+``IntEnum``, a ``str`` subclass) is stored as its base type.
 
 >>> decode(encode(b"\\x00\\xff")), decode(encode(True)), decode(encode(1.5))
 (b'\\x00\\xff', True, 1.5)
+>>> decode(encode(2 ** 63 - 1)) == 2 ** 63 - 1
+True
 """
 from __future__ import annotations
 
@@ -16,21 +23,29 @@ import base64
 import json
 from typing import Any
 
-from ..model import Cell, Lock, Write, WriteKind
+from ..model import INT_LIMIT, MAX_INT_DIGITS, Cell, Lock, Write, WriteKind, check_encodable
 
 
 def encode(value: Any) -> str:
-    """The tagged text of ``value``; TypeError (naming ``value``) for other types."""
+    """The tagged text of ``value``; TypeError/ValueError naming ``value`` if it cannot be held."""
     if isinstance(value, bool):                 # before int: bool is an int
         return "T" if value else "F"
     if isinstance(value, str):
-        return "s" + value
+        check_encodable(value, "value")
+        return "s" + str.__str__(value)
     if isinstance(value, bytes):
         return "b" + base64.b64encode(value).decode("ascii")
     if isinstance(value, int):
-        return "i" + str(value)
+        if abs(value) >= INT_LIMIT:
+            raise ValueError(f"value must be an int of at most {MAX_INT_DIGITS} digits")
+        return "i" + int.__repr__(value)
     if isinstance(value, float):
-        return "f" + value.hex()
+        return "f" + float.hex(value)
+    return encode_structure(value)
+
+
+def encode_structure(value: Any) -> str:
+    """The protocol's records and the JSON-able structures of internal columns."""
     if isinstance(value, Lock):
         return "L" + json.dumps([value.start_ts, list(value.primary), value.is_primary,
                                  value.client, value.kind.value])

@@ -6,9 +6,11 @@ separate client processes cooperate exactly as Percolator's workers do.
 
 - :class:`RedisTimestampOracle`: the counter ``P:{oracle}`` is the last
   timestamp handed out; ``get_timestamps(n)`` allocates a range of ``n``
-  atomically with ``INCRBY``. Timestamps are strictly increasing across all
-  processes; with ``appendonly yes`` / ``appendfsync always`` the counter
-  survives a server restart, so no timestamp is ever reissued.
+  atomically (one script around ``INCRBY``, exact up to ``MAX_TIMESTAMP``:
+  the script compares the counter as text, never as a Lua double).
+  Timestamps are strictly increasing across all processes; with
+  ``appendonly yes`` / ``appendfsync always`` the counter survives a server
+  restart, so no timestamp is ever reissued.
 - :class:`RedisLockService`: a client's token is the key
   ``P:{ls}:tok:<client>`` holding its last heartbeat (``a:<time>``) or the
   crash mark (``c:<time>``), with a generous key expiry as garbage
@@ -28,7 +30,9 @@ import time
 from typing import Optional
 
 from ..clock import WallClock
+from ..errors import StoreUnavailable
 from ..lockservice import LockService
+from ..model import MAX_TIMESTAMP
 
 _NOW = """
 local function now()
@@ -68,7 +72,8 @@ _TRY_ACQUIRE = _NOW + """
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[3] then
   local cur = redis.call('GET', KEYS[2] .. holder)
-  if cur and string.sub(cur, 1, 1) == 'a' and now() - tonumber(string.sub(cur, 3)) <= tonumber(ARGV[2]) then
+  if cur and string.sub(cur, 1, 1) == 'a'
+     and now() - tonumber(string.sub(cur, 3)) <= tonumber(ARGV[2]) then
     return 0
   end
 end
@@ -81,10 +86,32 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-_ORACLE_INIT = """
-local cur = tonumber(redis.call('GET', KEYS[1]) or '-1')
-if cur < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+_DECIMAL_LESS = """
+-- a < b for decimal integers as text (>= -1, no leading zeros): exact, never a
+-- Lua number (a double, exact only up to 2^53)
+local function less(a, b)
+  if a == b then return false end
+  if string.sub(a, 1, 1) == '-' then return true end
+  if string.sub(b, 1, 1) == '-' then return false end
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+"""
+
+_ORACLE_INIT = _DECIMAL_LESS + """
+-- KEYS: counter.  ARGV: first_timestamp - 1.  Never moves the counter back.
+local cur = redis.call('GET', KEYS[1])
+if not cur or less(cur, ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
+"""
+
+_ORACLE_NEXT = _DECIMAL_LESS + """
+-- KEYS: counter.  ARGV: n, MAX_TIMESTAMP - n.  Returns the new last timestamp as
+-- text, or false (nothing changed) if it would pass MAX_TIMESTAMP.
+local cur = redis.call('GET', KEYS[1]) or '0'
+if less(ARGV[2], cur) then return false end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+return redis.call('GET', KEYS[1])
 """
 
 
@@ -92,22 +119,28 @@ class RedisTimestampOracle:
     """Strictly increasing timestamps from a counter on the Redis server.
 
     Same interface as :class:`~percolator_ref.oracle.TimestampOracle`:
-    ``get_timestamp()``, ``get_timestamps(n)`` (one ``INCRBY n``), ``peek()``,
+    ``get_timestamp()``, ``get_timestamps(n)`` (one script), ``peek()``,
     ``high_water_mark``, ``calls``. Starting at ``first_timestamp`` on a
     fresh prefix; a later oracle on the same prefix continues the counter.
+    Timestamps are exact up to :data:`~percolator_ref.model.MAX_TIMESTAMP`;
+    past it the oracle refuses with :class:`~percolator_ref.errors.StoreUnavailable`
+    ("exhausted") and hands out nothing, so a commit that cannot get its
+    commit timestamp aborts before its commit point.
     """
 
     def __init__(self, store, first_timestamp: int = 1):
         if isinstance(first_timestamp, bool) or not isinstance(first_timestamp, int):
             raise TypeError(f"first_timestamp must be an int, got {first_timestamp!r}")
-        if first_timestamp < 0:
-            raise ValueError(f"first_timestamp must be >= 0, got {first_timestamp}")
+        if not 0 <= first_timestamp <= MAX_TIMESTAMP:
+            raise ValueError(f"first_timestamp must be in [0, {MAX_TIMESTAMP}], "
+                             f"got {first_timestamp}")
         self.store = store
         self.key = f"{store.prefix}:{{oracle}}"
         self.calls = 0
         self.range_writes = 0
+        self._next = store.redis.register_script(_ORACLE_NEXT)
         init = store.redis.register_script(_ORACLE_INIT)
-        store._guard(init, keys=[self.key], args=[first_timestamp - 1])
+        store.call(init, keys=[self.key], args=[str(first_timestamp - 1)])
 
     def get_timestamp(self) -> int:
         """The next timestamp, larger than every one handed out before (any process)."""
@@ -117,7 +150,14 @@ class RedisTimestampOracle:
         """``n`` consecutive timestamps, allocated atomically in one round trip."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
-        last = self.store._guard(self.store.redis.incrby, self.key, n)
+        if n > MAX_TIMESTAMP:
+            raise ValueError(f"n must be at most {MAX_TIMESTAMP}, got {n}")
+        last = self.store.call(self._next, keys=[self.key], args=[str(n), str(MAX_TIMESTAMP - n)])
+        if last is None:
+            raise StoreUnavailable(
+                f"the timestamp oracle at {self.store.url} is exhausted: {n} more timestamp(s) "
+                f"would pass MAX_TIMESTAMP = 2**63 - 1 ({MAX_TIMESTAMP}); nothing was handed out")
+        last = int(last)
         self.calls += 1
         self.range_writes += 1
         return range(last - n + 1, last + 1)
@@ -128,7 +168,7 @@ class RedisTimestampOracle:
 
     def peek(self) -> int:
         """The timestamp the next call would return (if no other process asks first)."""
-        return int(self.store._guard(self.store.redis.get, self.key) or 0) + 1
+        return int(self.store.call(self.store.redis.get, self.key) or 0) + 1
 
     def __repr__(self):
         return f"RedisTimestampOracle({self.store.url!r})"
@@ -162,7 +202,7 @@ class RedisLockService(LockService):
         return time.monotonic() if self._wall else self.clock.now()
 
     def _call(self, script, keys, args):
-        return self.store._guard(script, keys=keys, args=args)
+        return self.store.call(script, keys=keys, args=args)
 
     # -- liveness tokens -------------------------------------------------------
     def register(self, client: str) -> None:
@@ -183,8 +223,14 @@ class RedisLockService(LockService):
         self._sent.pop(client, None)
 
     def release(self, client: str) -> None:
-        self.store._guard(self.store.redis.delete, self._tok + client)
+        """Delete ``client``'s token; best effort: if the server cannot be reached the
+        token is left to go stale (the client then counts as dead after the TTL, as
+        one that went quiet), so a transaction that already ended is not failed by it."""
         self._sent.pop(client, None)
+        try:
+            self.store.call(self.store.redis.delete, self._tok + client)
+        except StoreUnavailable:
+            pass
 
     def _status_age(self, client: str):
         status, age = self._call(self._status, [self._tok + client], [self._now_arg(), self.ttl])
@@ -197,7 +243,7 @@ class RedisLockService(LockService):
         return self._status_age(client)[0]
 
     def tokens(self) -> dict:
-        keys = self.store._guard(lambda: sorted(self.store.redis.scan_iter(
+        keys = self.store.call(lambda: sorted(self.store.redis.scan_iter(
             match=self._tok + "*", count=1000)))
         out = {}
         for key in keys:
@@ -216,10 +262,7 @@ class RedisLockService(LockService):
         self._call(self._release_named, [self._named_prefix + name], [owner])
 
     def holder(self, name: str) -> Optional[str]:
-        return self.store._guard(self.store.redis.get, self._named_prefix + name)
-
-    def _alive_unlocked(self, client: str) -> bool:
-        return self.is_alive(client)
+        return self.store.call(self.store.redis.get, self._named_prefix + name)
 
     def __repr__(self):
         return f"RedisLockService({self.store.url!r}, ttl={self.ttl})"
