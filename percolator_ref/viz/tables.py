@@ -205,6 +205,8 @@ class CellTable:
 
     def hidden_note(self) -> str:
         """What ``columns="touched"`` left out, and how to see it."""
+        if not self.hidden_columns:
+            return "(only what this step touched: here, every column of these rows)"
         return (f"(only what this step touched: {len(self.hidden_columns)} other columns "
                 f"hidden; .all_columns() shows them)")
 
