@@ -25,6 +25,9 @@ transaction (paper sections 1 and 2.4)::
 
 :func:`batch_recompute` is the MapReduce way: recompute every derived table
 from the whole repository. :func:`check_invariants` states what must hold.
+:func:`change_rate_experiment` sets the two side by side as the share of the
+repository changed per round grows (the kit's experiment in the shape of
+§3.1's finding: incremental wins on small updates, batch on large ones).
 """
 from __future__ import annotations
 
