@@ -9,7 +9,7 @@ from .checker import CheckReport, History, check_history
 from .clock import ManualClock, WallClock
 from .cluster import Cluster
 from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, OracleStateCorrupt,
-                     PercolatorError, StoreUnavailable, TransactionClosed)
+                     OracleExhausted, PercolatorError, StoreUnavailable, TransactionClosed)
 from .lockservice import LockService
 from .model import Cell, Lock, Write, WriteKind
 from .oracle import BatchingOracleClient, TimestampOracle
@@ -22,7 +22,7 @@ __all__ = [
     "Bigtable", "RowTransaction", "CommitOutcomeUnknown", "Session", "Step", "CheckReport",
     "History", "check_history", "ManualClock", "WallClock", "Cluster", "ClientCrash",
     "ObserverLoopError", "OracleStateCorrupt", "PercolatorError",
-    "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
+    "OracleExhausted", "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
     "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",
     "Tracer", "CRASH_POINTS", "Transaction",
 ]

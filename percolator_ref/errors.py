@@ -37,6 +37,10 @@ class StoreUnavailable(PercolatorError):
     """The store behind the Bigtable interface cannot be reached."""
 
 
+class OracleExhausted(StoreUnavailable):
+    """The oracle has no timestamp left below MAX_TIMESTAMP (2**63 - 1) to hand out."""
+
+
 class ObserverLoopError(PercolatorError):
     """``run_observers(max_runs=...)`` passed its bound (a self-triggering loop?)."""
 

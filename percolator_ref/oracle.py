@@ -19,6 +19,8 @@ import os
 import threading
 from typing import Optional
 
+from .errors import OracleExhausted
+from .model import MAX_TIMESTAMP
 from .oracle_state import (STATE_MAGIC, format_high_water_mark, parse_high_water_mark,
                            read_high_water_mark, write_high_water_mark)
 
@@ -84,11 +86,17 @@ class TimestampOracle:
         self._persist_high_water_mark(mark)
         self._limit = mark
 
+    def _check_left(self, n: int) -> None:
+        if self._next + n - 1 > MAX_TIMESTAMP:
+            raise OracleExhausted(f"the oracle cannot hand out {n} more timestamp(s): the next "
+                                  f"is {self._next} and MAX_TIMESTAMP is {MAX_TIMESTAMP}")
+
     # -- serving ---------------------------------------------------------
     def get_timestamp(self) -> int:
         """The next timestamp: larger than every one handed out before."""
         with self._lock:
             self.calls += 1
+            self._check_left(1)
             if self._next >= self._limit:
                 self._allocate_range(1)
             ts = self._next
@@ -101,6 +109,7 @@ class TimestampOracle:
             raise ValueError(f"n must be a positive int, got {n!r}")
         with self._lock:
             self.calls += 1
+            self._check_left(n)
             if self._next + n > self._limit:
                 self._allocate_range(n)
             first = self._next

@@ -337,12 +337,20 @@ class Transaction:
             return True                   # past the commit point: readers roll forward
         if self.phase == "prewrite":
             self.commit_ts = None
-            return False                  # no write record can exist: our locks roll back
+            self.try_roll_back_own()      # best effort: else readers roll our locks back
+            return False
         self.close("unknown")
         raise CommitOutcomeUnknown(
             f"transaction {self.client} (start_ts {self.start_ts}): the store failed while "
             f"writing the commit point ({failure}); whether it committed is decided by its "
             f"primary {next(iter(self.writes))}: call outcome() once the store is back") from failure
+
+    def try_roll_back_own(self) -> None:
+        """Erase our locks if the store answers (after a failure before the commit point)."""
+        try:
+            self.roll_back_own(list(self.writes.values()))
+        except StoreUnavailable:
+            pass                          # our token is released: readers clean up lazily
 
     def outcome(self) -> bool:
         """Committed (True) or not (False), decided at the primary once the store is reachable.
@@ -387,7 +395,10 @@ class Transaction:
         if self.record is not None:
             self.cluster.history.finish(self)
         if status != "crashed":
-            self.session.release()
+            try:
+                self.session.release()
+            except StoreUnavailable:
+                pass                      # the token goes stale after the TTL instead
 
 
 def stored_columns(physical_columns) -> list:

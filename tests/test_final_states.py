@@ -131,3 +131,14 @@ def test_cluster_arguments_are_checked_where_they_enter(kwargs, error, argument)
     from percolator_ref import Cluster
     with pytest.raises(error, match=argument):
         Cluster(**kwargs)
+
+
+def test_an_exhausted_oracle_aborts_before_the_commit_point_and_leaves_no_lock(make_cluster):
+    c = make_cluster(first_timestamp=MAX_TIMESTAMP)
+    t = c.begin()
+    assert t.start_ts == MAX_TIMESTAMP
+    t.set("Bob", "bal", 1)
+    assert t.commit() is False and t.status == "aborted" and t.commit_ts is None
+    assert all_locks(c) == []
+    with pytest.raises(StoreUnavailable, match="MAX_TIMESTAMP"):
+        c.begin()

@@ -118,7 +118,7 @@ class Soak:
         while not self.stop.is_set():
             try:
                 body(*args)
-            except StoreUnavailable:
+            except (StoreUnavailable, CommitOutcomeUnknown):   # an observer run's commit
                 self.count("store_errors")
                 time.sleep(0.05)
 
