@@ -370,8 +370,7 @@ class Transaction:
                                                 self.start_ts, self.client)
         finally:
             resolver.release()
-        if commit_ts is not None:
-            self.commit_ts = commit_ts
+        self.commit_ts = commit_ts        # None: it never committed
         return commit_ts is not None
 
     def abandon(self) -> None:
