@@ -301,10 +301,11 @@ def _read_report(io: Path, nonce: str, status, limits: Limits):
     (how, code) = status
     if how == "timeout":
         return None, f"timed out after {limits.timeout:g} s (an endless loop?); the notebook scores 0"
+    raw = (io / "result").read_bytes()[: 4 * MB]
     try:
-        report = json.loads((io / "result").read_bytes()[: 4 * MB])
+        report = json.loads(raw) if raw else None
     except ValueError:
-        report = None
+        return None, "the grading process answered garbage (not one JSON report); the notebook scores 0"
     if code and code < 0:
         name = signal.Signals(-code).name
         why = {"SIGXCPU": f"used more than {int(limits.timeout) + 2} s of CPU",
