@@ -123,9 +123,20 @@ def _last_binding(body, name):
             found = stmt
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+            if any(name in _bound_names(t) for t in targets):
                 found = stmt
     return found
+
+
+def _bound_names(target) -> set:
+    """Names an assignment target binds (``a``, ``a, b``, ``*a``; not ``a.x`` or ``a[0]``)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound_names(e) for e in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return set()
 
 
 def _how_bound(node) -> str:
