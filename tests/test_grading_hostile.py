@@ -3,7 +3,8 @@
 Each answer cell below attacks the grader the way issue 10 lists: no-op checks,
 a forced report, reading the solutions, rewriting the grader's clean exercise
 copy, os._exit, an endless loop, writing outside the work dir, a background
-process, and inheriting / aliasing / delegating to the reference oracle.
+process, and inheriting / aliasing / delegating to the reference oracle; also
+sys.exit and exhausting memory.
 """
 import csv
 import hashlib
@@ -85,6 +86,8 @@ open(path, "w").write(json.dumps({{"cells": cells, "metadata": {{"percolator": {
 ''',
         "calls os._exit(0)": WRONG_ORACLE + "\nimport os\nos._exit(0)\n",
         "loops forever": WRONG_ORACLE + "\nwhile True:\n    pass\n",
+        "calls sys.exit(0)": WRONG_ORACLE + "\nimport sys\nsys.exit(0)\n",
+        "exhausts memory": WRONG_ORACLE + "\nhog = []\nwhile True:\n    hog.append(bytearray(50 * 2**20))\n",
         "writes outside its work dir": WRONG_ORACLE + f'''
 import os, pathlib, shutil
 target = {str(outside)!r}
