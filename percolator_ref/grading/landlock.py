@@ -40,36 +40,11 @@ def restrict(workdir: str, spec: dict) -> str:
     if abi < 1:
         return f"unavailable: {os.strerror(ctypes.get_errno())}"
     handled = ABI_FS_RIGHTS[min(abi, 5)]
-
-    class RulesetAttr(ctypes.Structure):
-        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
-
-    attr = RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
-                       SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                           ctypes.c_uint32(0))
+    ruleset = _ruleset(ctypes, libc, abi, handled)
     if ruleset < 0:
         return f"unavailable: create_ruleset: {os.strerror(ctypes.get_errno())}"
     try:
-        def allow(path, rights):
-            if not os.path.exists(path):
-                return
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            try:
-                if not os.path.isdir(path):
-                    rights &= FILE_RIGHTS
-                rule = PathBeneath(rights & handled, fd)
-                if libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule),
-                                ctypes.c_uint32(0)) != 0:
-                    raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
-            finally:
-                os.close(fd)
-
+        allow = _rule_adder(ctypes, libc, ruleset, handled)
         allow(workdir, handled & ~EXECUTE)
         for path in spec.get("read_dirs", ()):
             allow(path, READ_FILE | READ_DIR)
@@ -85,3 +60,37 @@ def restrict(workdir: str, spec: dict) -> str:
     finally:
         os.close(ruleset)
     return f"landlock ABI {abi}"
+
+
+def _ruleset(ctypes, libc, abi: int, handled: int) -> int:
+    """A new ruleset handling every file right of ``abi``, TCP (>= 4) and scopes (>= 6)."""
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    attr = RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                       SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    return libc.syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
+                        ctypes.c_uint32(0))
+
+
+def _rule_adder(ctypes, libc, ruleset: int, handled: int):
+    """``allow(path, rights)``: grant ``rights`` beneath ``path`` (file rights for a file)."""
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
+
+    def allow(path, rights):
+        if not os.path.exists(path):
+            return
+        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        try:
+            if not os.path.isdir(path):
+                rights &= FILE_RIGHTS
+            rule = PathBeneath(rights & handled, fd)
+            if libc.syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule),
+                            ctypes.c_uint32(0)) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
+        finally:
+            os.close(fd)
+    return allow

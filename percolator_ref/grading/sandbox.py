@@ -112,52 +112,88 @@ def resolve(path, _fspath=posix.fspath, _getcwd=posix.getcwd, _lstat=posix.lstat
     return "/" + "/".join(done)
 
 
+def inside(p: str, workdir: str, _len=len) -> bool:
+    """Is the resolved path ``p`` the working directory or below it?"""
+    return p == workdir or (p.startswith(workdir) and p[_len(workdir):_len(workdir) + 1] == "/")
+
+
+def under(p: str, roots: tuple, _any=any, _inside=inside) -> bool:
+    return _any(_inside(p, r) for r in roots)
+
+
+def readable(p: str, rules: tuple, _inside=inside, _under=under, _str=str) -> bool:
+    """The read rule: own work dir yes; secrets, .git, other processes no; else allow/deny."""
+    workdir, allow, deny, hard, pid = rules
+    if _inside(p, workdir):
+        return True
+    if _under(p, hard) or "/.git/" in p + "/":
+        return False
+    head = p[6:].split("/")[0] if p.startswith("/proc/") else ""
+    if head.isdigit() and head != _str(pid):
+        return False
+    return _under(p, allow) or not _under(p, deny)
+
+
+def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
+               _isinstance=isinstance, _paths=PATH_TYPES, _wflags=WRITE_FLAGS, _resolve=resolve,
+               _inside=inside, _readable=readable, _lstat=posix.lstat, _isdir=stat.S_ISDIR,
+               _PE=PermissionError, _OSError=OSError) -> None:
+    """The rule for the ``open`` event: write inside, read what :func:`readable` allows."""
+    path, mode, flags = args
+    if _type(path) is _int or path is None:
+        return
+    if _type(path) not in _paths:
+        raise _PE("sandbox: open() takes a str, bytes or pathlib path during grading")
+    p = _resolve(path)
+    writing = (mode is not None and _any(c in _str(mode) for c in "wax+")) or \
+        (mode is None and _isinstance(flags, _int) and flags & _wflags)
+    if writing and not _inside(p, rules[0]) and p != "/dev/null":
+        raise _PE(f"sandbox: writing outside the grading directory is refused: {p}")
+    if not writing and not _readable(p, rules):
+        raise _PE(f"sandbox: reading {p} is refused during grading")
+    if not _inside(p, rules[0]):
+        try:
+            mode_bits = _lstat(p).st_mode
+        except _OSError:
+            return
+        if _isdir(mode_bits):         # no directory fd outside: dir_fd paths stay inside
+            raise _PE(f"sandbox: opening the directory {p} is refused")
+
+
+def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=int, _str=str,
+                _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
+                _resolve=resolve, _inside=inside, _PE=PermissionError) -> None:
+    """The rule for path-changing events: every path they write is inside the work dir."""
+    ints = [a for a in args[1:] if _isinstance(a, _int) and not _isinstance(a, _bool)]
+    dir_fd = _len(args) > 1 and (_isinstance(args[-1], _int) and not _isinstance(args[-1], _bool)
+                                 or (event == "os.rename" and _len(ints) > 0))
+    for a in [args[i] for i in indices if i < _len(args)]:
+        if _type(a) is _int or a is None:
+            continue
+        if _type(a) not in _paths:
+            raise _PE(f"sandbox: {event} takes a str, bytes or pathlib path during grading")
+        text = a if _type(a) in (_str, _bytes) else _str(a)
+        if _isinstance(text, _bytes):
+            text = text.decode("utf-8", "surrogateescape")
+        if not _inside(_resolve(text), workdir):
+            raise _PE(f"sandbox: {event} outside the grading directory is refused")
+        if dir_fd and ".." in text.split("/"):
+            raise _PE(f"sandbox: {event} with dir_fd and a climbing path is refused")
+
+
 def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tuple,
                hidden_types: tuple):
     """The audit hook enforcing the sandbox's rules (its state is immutable defaults)."""
-    def guard(event, args, _W=workdir.rstrip("/") + "/", _Wd=workdir.rstrip("/"),
-              _allow=allow_read, _deny=deny_read, _hard=hard_deny, _hidden=hidden_types,
-              _events=DENIED_EVENTS, _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES,
-              _writes=WRITE_EVENTS, _reads=READ_EVENTS, _wflags=WRITE_FLAGS,
-              _resolve=resolve, _lstat=posix.lstat, _isdir=stat.S_ISDIR, _pid=posix.getpid(),
-              _isinstance=isinstance, _str=str, _bytes=bytes, _int=int, _len=len, _any=any,
-              _bool=bool, _type=type, _paths=PATH_TYPES, _PE=PermissionError, _OSError=OSError):
-        def inside(p):
-            return p == _Wd or p.startswith(_W)
+    rules = (workdir.rstrip("/"), tuple(allow_read), tuple(deny_read), tuple(hard_deny),
+             posix.getpid())
 
-        def readable(p):
-            if inside(p):
-                return True
-            if _any(p == h or p.startswith(h + "/") for h in _hard) or "/.git/" in p + "/":
-                return False
-            if p.startswith("/proc/") and p[6:].split("/")[0].isdigit() \
-                    and p[6:].split("/")[0] != _str(_pid):
-                return False
-            if _any(p == a or p.startswith(a + "/") for a in _allow):
-                return True
-            return not _any(p == d or p.startswith(d + "/") for d in _deny)
-
+    def guard(event, args, _rules=rules, _hidden=hidden_types, _events=DENIED_EVENTS,
+              _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
+              _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
+              _resolve=resolve, _len=len, _type=type, _str=str, _bytes=bytes,
+              _isinstance=isinstance, _PE=PermissionError):
         if event == "open":
-            path, mode, flags = args
-            if _type(path) is _int or path is None:
-                return
-            if _type(path) not in _paths:
-                raise _PE("sandbox: open() takes a str, bytes or pathlib path during grading")
-            p = _resolve(path)
-            writing = (mode is not None and _any(c in _str(mode) for c in "wax+")) or \
-                (mode is None and _isinstance(flags, _int) and flags & _wflags)
-            if writing and not inside(p) and p != "/dev/null":
-                raise _PE(f"sandbox: writing outside the grading directory is refused: {p}")
-            if not writing and not readable(p):
-                raise _PE(f"sandbox: reading {p} is refused during grading")
-            if not inside(p):
-                try:
-                    if _isdir(_lstat(p).st_mode):
-                        raise _PE(f"sandbox: opening the directory {p} is refused")
-                except _OSError as exc:
-                    if _isinstance(exc, _PE):
-                        raise
-            return
+            return _open(args, _rules)
         if event in _events or event.startswith(_prefixes):
             raise _PE(f"sandbox: {event} is refused during grading")
         if event == "import" and args[0] in _modules:
@@ -167,27 +203,11 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
                                       ("__code__", "__defaults__", "__kwdefaults__")):
                 raise _PE(f"sandbox: changing {args[1]!s} of a {_type(args[0]).__name__} is refused")
             return
-        indices = [ix for ev, ix in _writes if ev == event]
-        if indices:
-            written = [args[i] for i in indices[0] if i < _len(args)]
-            dir_fd = _any(_isinstance(a, _int) and not _isinstance(a, _bool)
-                          for a in args[2:] if event == "os.rename") or \
-                (_len(args) > 1 and _isinstance(args[-1], _int) and not _isinstance(args[-1], _bool))
-            for a in written:
-                if _type(a) is _int or a is None:
-                    continue
-                if _type(a) not in _paths:
-                    raise _PE(f"sandbox: {event} takes a str, bytes or pathlib path during grading")
-                text = _str(a) if _type(a) not in (_str, _bytes) else a
-                if _isinstance(text, _bytes):
-                    text = text.decode("utf-8", "surrogateescape")
-                if not inside(_resolve(text)):
-                    raise _PE(f"sandbox: {event} outside the grading directory is refused")
-                if dir_fd and ".." in text.split("/"):
-                    raise _PE(f"sandbox: {event} with dir_fd and a climbing path is refused")
-            return
+        for name, indices in _writes:
+            if name == event:
+                return _write(event, args, indices, _rules[0])
         if event in _reads and args and _isinstance(args[0], (_str, _bytes)):
-            if not readable(_resolve(args[0])):
+            if not _readable(_resolve(args[0]), _rules):
                 raise _PE(f"sandbox: listing {args[0]!s} is refused during grading")
     return guard
 
