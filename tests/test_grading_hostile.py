@@ -305,3 +305,53 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
                            text=True).stdout
     assert after == before
+
+
+# -- the guard's rules, called directly (installing the hook here would be permanent) ---------
+
+def test_guard_rules_for_open_and_path_events(tmp_path, monkeypatch):
+    from percolator_ref.grading.sandbox import check_open, check_write, readable
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    secret = tmp_path / "repo"
+    (secret / "solutions").mkdir(parents=True)
+    (secret / "percolator_ref").mkdir()
+    os.symlink(tmp_path, work / "escape")
+    rules = (str(work), (str(secret / "percolator_ref"),), (str(secret),), (str(tmp_path / "hard"),),
+             os.getpid())
+    check_open((str(work / "sub" / "ok.txt"), "w", 0), rules)               # inside: allowed
+    check_open((str(secret / "percolator_ref" / "x.py"), "r", 0), rules)    # allowed subtree
+    refused = [
+        ((str(tmp_path / "out.txt"), "w", 0), "writing outside"),
+        ((str(work / "escape" / "out.txt"), "w", 0), "writing outside"),     # through a symlink
+        ((str(work / "sub" / ".." / ".." / "out.txt"), None, os.O_WRONLY | os.O_CREAT), "writing outside"),
+        ((str(secret / "solutions" / "05.ipynb"), "r", 0), "reading"),
+        ((str(tmp_path / "hard" / "x"), "rb", 0), "reading"),
+        ((f"/proc/{os.getppid()}/environ", "r", 0), "reading"),
+        ((str(tmp_path), None, os.O_RDONLY), "opening the directory"),
+        ((_Sneaky(), "w", 0), "takes a str, bytes or pathlib path"),
+    ]
+    for args, message in refused:
+        with pytest.raises(PermissionError, match=message):
+            check_open(args, rules)
+    assert readable(str(work / "anything"), rules) and not readable(str(secret / "x"), rules)
+    check_write("os.rename", (str(work / "a"), str(work / "b"), None, None), (0, 1), str(work))
+    with pytest.raises(PermissionError, match="outside the grading directory"):
+        check_write("os.rename", (str(work / "a"), str(tmp_path / "b"), None, None), (0, 1), str(work))
+    (work / "sub" / "deep").mkdir()
+    monkeypatch.chdir(work / "sub" / "deep")
+    check_write("os.remove", ("x", 5), (0,), str(work))                    # dir_fd, plain name
+    with pytest.raises(PermissionError, match="climbing path"):
+        check_write("os.remove", ("../x", 5), (0,), str(work))
+
+
+class _Sneaky:
+    """A path that could answer differently to the check and to the open."""
+    def __fspath__(self):
+        return "/tmp/innocent"
+
+
+def test_the_grade_records_its_sandbox(tmp_path):
+    g = grade(student_notebook(tmp_path / "good.ipynb", 5, solution_answer(5)))
+    assert g.passed
+    assert g.sandbox.startswith(("landlock ABI ", "unavailable: ")), g.sandbox
