@@ -87,6 +87,9 @@ def syntax_problems(cells) -> list:
             ast.parse(cell.source)
         except SyntaxError as exc:
             problems.append(f"SyntaxError in your answer cell {cell.id}, line {exc.lineno}: {exc.msg}")
+        except (ValueError, RecursionError, MemoryError) as exc:
+            problems.append(f"your answer cell {cell.id} cannot be compiled: {type(exc).__name__}: "
+                            f"{str(exc)[:100]}")
     return problems
 
 

@@ -42,6 +42,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
 EXERCISES = ROOT / "exercises"
 MB = 1 << 20
+MAX_NOTEBOOK_MB = 20
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     path = Path(path)
     others = tuple(others) + (str(path.resolve()),)
     try:
+        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
+            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
         return Grade(str(path), student_name(None, path, folder),
@@ -139,7 +142,10 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     g.title, g.total, g.trusted = spec.title, len(spec), spec.trusted
     rejected = missing + syntax_problems(cells)
     if not rejected:
-        rejected = static_problems(cells, spec.graded, spec.forbidden_bases, spec.hidden)
+        try:
+            rejected = static_problems(cells, spec.graded, spec.forbidden_bases, spec.hidden)
+        except (RecursionError, MemoryError, ValueError) as exc:
+            rejected = [f"your answer cells cannot be analysed: {type(exc).__name__}"]
     if rejected:
         return _all_fail(g, spec, rejected, "not run: ")
     params = spec.params(secrets.randbits(63))
@@ -213,6 +219,8 @@ def _rlimits(limits: Limits) -> dict:
 
 def _user_tasks() -> int:
     uid, count = os.getuid(), 0
+    if not Path("/proc").is_dir():
+        return 4096
     for entry in Path("/proc").iterdir():
         try:
             if entry.name.isdigit() and entry.stat().st_uid == uid:
@@ -257,7 +265,7 @@ def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
                             start_new_session=True, close_fds=True)
     status = None
     while status is None:
-        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+        if _exited(proc):
             status = "exited"
         elif time.monotonic() - start > timeout:
             status = "timeout"
@@ -266,6 +274,13 @@ def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
     kill_session(proc.pid)
     proc.wait()
     return status, proc.returncode
+
+
+def _exited(proc) -> bool:
+    """Has the child exited? (Linux: without reaping it, so its pid cannot be reused yet.)"""
+    if hasattr(os, "waitid"):
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    return proc.poll() is not None
 
 
 def kill_session(sid: int) -> None:
@@ -284,6 +299,8 @@ def kill_session(sid: int) -> None:
 
 def _session_members(sid: int) -> list:
     members = []
+    if not Path("/proc").is_dir():
+        return members
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == sid:
             continue

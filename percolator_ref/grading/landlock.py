@@ -16,6 +16,7 @@ differently built kernel) it returns why, and the audit hook of
 from __future__ import annotations
 
 import os
+import sys
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
 PR_SET_NO_NEW_PRIVS = 38
@@ -30,6 +31,8 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)   # + TRU
 
 def restrict(workdir: str, spec: dict) -> str:
     """Restrict this process with Landlock; return ``"landlock ABI N"`` or why not."""
+    if not sys.platform.startswith("linux"):
+        return f"unavailable: {sys.platform} is not Linux"
     try:
         import ctypes
     except ImportError as exc:
