@@ -86,6 +86,7 @@ open(path, "w").write(json.dumps({{"cells": cells, "metadata": {{"percolator": {
 ''',
         "calls os._exit(0)": WRONG_ORACLE + "\nimport os\nos._exit(0)\n",
         "loops forever": WRONG_ORACLE + "\nwhile True:\n    pass\n",
+        "segfaults": WRONG_ORACLE + "\nimport faulthandler\nfaulthandler._sigsegv()\n",
         "calls sys.exit(0)": WRONG_ORACLE + "\nimport sys\nsys.exit(0)\n",
         "exhausts memory": WRONG_ORACLE + "\nhog = []\nwhile True:\n    hog.append(bytearray(50 * 2**20))\n",
         "writes outside its work dir": WRONG_ORACLE + f'''
@@ -249,9 +250,9 @@ def test_reasons_name_the_attack(arena):
     limits = Limits(timeout=3, scenario_timeout=2)
     names = ["calls os._exit(0)", "loops forever", "inherits the reference",
              "aliases the reference", "delegates to super()", "reads and runs the solution",
-             "delegates to a wrapped reference at run time"]
+             "delegates to a wrapped reference at run time", "segfaults"]
     paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answers[n]) for i, n in enumerate(names)]
-    exits, loops, inherits, aliases, delegates, reads, wraps = grade_all(
+    exits, loops, inherits, aliases, delegates, reads, wraps, segfaults = grade_all(
         paths, arena["exercises"], limits, jobs=2)
     assert "exited with status 0 before reporting" in exits.problems[0]
     assert "timed out after 3 s" in loops.problems[0]
@@ -262,6 +263,7 @@ def test_reasons_name_the_attack(arena):
     assert "only calls super().get_timestamp(...)" in " ".join(delegates.problems)
     assert "solutions/05_timestamp_oracle.ipynb is refused" in reads.problems[0]
     assert "the reference TimestampOracle.__init__ is hidden during grading" in wraps.checks[0].reason
+    assert "crashed (segmentation fault)" in segfaults.problems[0]
 
 
 def test_next_students_untouched_stub_still_scores_zero(arena):
