@@ -357,3 +357,46 @@ def test_the_grade_records_its_sandbox(tmp_path):
     g = grade(student_notebook(tmp_path / "good.ipynb", 5, solution_answer(5)))
     assert g.passed
     assert g.sandbox.startswith(("landlock ABI ", "unavailable: ")), g.sandbox
+
+
+HIDE_PROBE = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+from percolator_ref.grading.framework import ReferenceHidden
+from percolator_ref.grading.sandbox import hide
+from percolator_ref import TimestampOracle, cleanup, transaction
+
+
+class Mine(TimestampOracle):
+    def get_timestamp(self):
+        return 42
+
+
+hide(["percolator_ref.oracle:TimestampOracle.get_timestamp",
+      "percolator_ref.cleanup:backoff_and_maybe_cleanup_lock"])
+assert Mine(None).get_timestamp() == 42                     # the student's override still runs
+for call in (lambda: TimestampOracle(None).get_timestamp(),
+             lambda: cleanup.backoff_and_maybe_cleanup_lock(None, None, None, 0)):
+    try:
+        call()
+    except ReferenceHidden as exc:
+        print("hidden:", exc)
+    else:
+        raise SystemExit("the reference still runs")
+hide(["percolator_ref.oracle:TimestampOracle"])
+try:
+    TimestampOracle(None)
+except ReferenceHidden as exc:
+    print("hidden:", exc)
+'''
+
+
+def test_hide_replaces_methods_functions_and_classes():
+    """In a separate interpreter: hiding is for good."""
+    proc = subprocess.run([sys.executable, "-c", HIDE_PROBE, str(REPO)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "hidden: the reference TimestampOracle.get_timestamp is hidden during grading: write the step yourself",
+        "hidden: the reference backoff_and_maybe_cleanup_lock is hidden during grading: write the step yourself",
+        "hidden: the reference TimestampOracle.__init__ is hidden during grading: write the step yourself"]

@@ -32,8 +32,16 @@ maps ``NN`` to the module. Everything else is found from that object.
      by a stub raising :class:`ReferenceHidden`, and its source file becomes
      unreadable. So inheriting, aliasing or delegating at run time fails too.
      Hide the step the student writes, not what the scenario needs to build
-     its world (a ``Transaction`` subclass exercise hides the graded method,
-     not the class).
+     its world: a ``Transaction``-subclass exercise hides the graded method
+     (``"percolator_ref.transaction:Transaction._snapshot_read"``), not the
+     class; the student's subclass overrides the stub. After hiding, the
+     scenario cannot use the hidden step either: build the world with other
+     steps, run the student's class, and observe through
+     ``cluster.bigtable.dump()`` and the student's own results, never
+     through a reference ``Transaction`` that would call the stub. If a
+     replaced function is still reachable afterwards (kept in a table, a
+     default argument, a closure), grading stops with an internal error:
+     hide that holder too.
    - ``forbidden_bases``: class names the answer class may not inherit from.
 
 2. **A check = a scenario + a verdict**, registered under the same name, in
@@ -84,7 +92,20 @@ maps ``NN`` to the module. Everything else is found from that object.
    solution notebook's answer cells to pass every check. At least 6 per
    exercise.
 
-4. **The notebook.** The check cell stays ``grading.check(NN, <answer>)``
+4. **Converting an old battery** (``battery``, ``reference``, ``mutants``):
+   split each old ``check(impl)`` into a scenario (everything up to and
+   including running the student's code, returning what was observed: raw
+   cells, return values, ``outcome(...)`` of calls expected to raise) and a
+   verdict (the old ``assert`` lines, as ``require`` with a sentence in the
+   paper's terms). Put timestamps (``Cluster(first_timestamp=p["t0"])``),
+   rows and values in ``params``. Turn the old mutants into catalogue entries
+   written as whole answer cells, add the misconceptions issue 10 names, and
+   delete ``battery``, ``reference`` and ``mutants``: the module is then
+   graded through this framework (``Grade.trusted`` becomes True) and
+   :mod:`.legacy` no longer applies to it. Budget: a scenario runs at most
+   ``--scenario-timeout`` seconds (10 by default) in the sandbox.
+
+5. **The notebook.** The check cell stays ``grading.check(NN, <answer>)``
    (in-process, :func:`run_local`, for the student's own use; not trusted).
    ``percolator grade`` never runs it: it runs the pristine code cells of
    ``exercises/NN_*.ipynb`` and the student's versions of the answer cells

@@ -223,25 +223,37 @@ def _stub(qualname: str):
 
 
 def _locate(target: str):
+    """``(module name, qualname, owner, object)`` of ``"module:Qual.name"``."""
     module_name, _, qualname = target.partition(":")
-    obj = importlib.import_module(module_name)
+    owner = obj = importlib.import_module(module_name)
     for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return module_name, qualname, obj
+        owner, obj = obj, getattr(obj, part)
+    return module_name, qualname, owner, obj
+
+
+STUB_CODE = _stub("stub").__code__
 
 
 def _hide_class(cls, qualname: str, codes: list) -> None:
     for name, value in list(vars(cls).items()):
         fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
-        if isinstance(fn, types.FunctionType):
+        if isinstance(fn, types.FunctionType) and fn.__code__ is not STUB_CODE:
             codes.append(weakref.ref(fn.__code__))
             setattr(cls, name, _stub(f"{qualname}.{name}"))
         elif isinstance(value, property):
+            if isinstance(value.fget, types.FunctionType) and value.fget.__code__ is not STUB_CODE:
+                codes.append(weakref.ref(value.fget.__code__))
             setattr(cls, name, property(_stub(f"{qualname}.{name}")))
 
 
-def _hide_function(fn, qualname: str, codes: list) -> None:
+def _hide_function(fn, qualname: str, owner, codes: list) -> None:
+    """Replace ``fn`` in its class (a method) or in every module that holds it."""
+    if fn.__code__ is STUB_CODE:
+        return
     codes.append(weakref.ref(fn.__code__))
+    if isinstance(owner, type):
+        setattr(owner, qualname.rsplit(".", 1)[-1], _stub(qualname))
+        return
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", {})
         for name in [n for n, v in list(namespace.items()) if v is fn]:
@@ -255,7 +267,7 @@ def hide(targets) -> tuple:
     """
     codes, classes, files = [], [], []
     for target in targets:
-        module_name, qualname, obj = _locate(target)
+        module_name, qualname, owner, obj = _locate(target)
         module = sys.modules[module_name]
         files += [os.path.realpath(f) for f in (getattr(module, "__file__", None),
                                                 getattr(module, "__cached__", None)) if f]
@@ -263,8 +275,8 @@ def hide(targets) -> tuple:
             classes.append(obj)
             _hide_class(obj, qualname, codes)
         else:
-            _hide_function(obj, qualname, codes)
-        obj = None
+            _hide_function(obj, qualname, owner, codes)
+        obj = owner = None
     import linecache
     linecache.clearcache()
     gc.collect()
