@@ -1,4 +1,6 @@
-"""The grading can fail: references pass, mutants die, unsolved exercises fail nbval."""
+"""The grading can fail: references pass, mutants die, unsolved exercises fail nbval; the grader's
+formats (report, CSV, Gradescope), -j, and its static and error feedback."""
+import csv
 import json
 import re
 import subprocess
@@ -9,22 +11,26 @@ import nbformat
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.nbgrade import restore_check_cells
+from percolator_ref.grading import Exercise
+from percolator_ref.grading.answers import Cell, static_problems
+from percolator_ref.grading.grader import Limits, grade, grade_all, gradescope, write_csv
+from grading_helpers import pristine_path, solution_answer, solution_path, student_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 EXERCISES = sorted(grading.MODULES)
+LEGACY = [n for n in EXERCISES if not isinstance(getattr(grading.exercise(n), "exercise", None), Exercise)]
 
 
-@pytest.mark.parametrize("n", EXERCISES)
-def test_reference_passes_its_battery(n):
+@pytest.mark.parametrize("n", LEGACY)
+def test_reference_passes_its_legacy_battery(n):
     ex = grading.exercise(n)
     report = ex.battery.run(ex.reference)
     assert report.passed, report.failures()
     assert str(report).endswith(f"{len(ex.battery)}/{len(ex.battery)} checks passed")
 
 
-@pytest.mark.parametrize("n", EXERCISES)
-def test_battery_kills_every_mutant(n, capsys):
+@pytest.mark.parametrize("n", LEGACY)
+def test_legacy_battery_kills_every_mutant(n, capsys):
     ex = grading.exercise(n)
     assert len(ex.mutants) >= 4, "each battery is proven against several wrong answers"
     survivors = [name for name, m in ex.mutants.items() if ex.battery.run(m).passed]
@@ -34,11 +40,23 @@ def test_battery_kills_every_mutant(n, capsys):
     assert survivors == []
 
 
-@pytest.mark.parametrize("n", EXERCISES)
+@pytest.mark.parametrize("n", LEGACY)
 def test_report_is_deterministic(n):
     ex = grading.exercise(n)
     wrong = next(iter(ex.mutants.values()))
     assert str(ex.battery.run(wrong)) == str(ex.battery.run(wrong))
+
+
+def test_self_check_of_a_converted_exercise_is_deterministic():
+    class Wrong:
+        def __init__(self, path, first_timestamp=1, range_size=1000):
+            self.next = first_timestamp
+
+        def get_timestamp(self):
+            self.next += 1
+            return self.next
+    assert str(grading.check(5, Wrong)) == str(grading.check(5, Wrong))
+    assert grading.check(5, Wrong).n_passed == 0
 
 
 def test_a_raising_stub_fails_every_check():
@@ -70,32 +88,142 @@ def test_every_unsolved_exercise_fails_nbval():
     assert sorted(failed) == notebooks, proc.stdout[-2000:]
 
 
-def test_restoring_check_cells_undoes_edits_and_reports_deletions():
-    pristine = nbformat.read(REPO / "exercises" / "08_write_skew.ipynb", as_version=4)
-    edited = nbformat.read(REPO / "exercises" / "08_write_skew.ipynb", as_version=4)
-    check = next(c for c in edited.cells if "check" in c.metadata.get("tags", []))
-    check.source = "print('5/5 checks passed')"
-    assert restore_check_cells(edited, pristine) == []
-    assert edited.cells == pristine.cells
-    edited.cells = [c for c in edited.cells if "check" not in c.metadata.get("tags", [])]
-    assert restore_check_cells(edited, pristine) == [f"check cell {check.id} is missing"]
+# -- the grader ---------------------------------------------------------------------
 
-
-def test_grade_folder_writes_csv_and_fails_unsolved(tmp_path):
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    (subs / "alice.ipynb").write_text((REPO / "solutions" / "08_write_skew.ipynb").read_text())
-    tampered = nbformat.read(REPO / "exercises" / "08_write_skew.ipynb", as_version=4)
+def test_legacy_exercise_is_graded_in_the_sandbox_from_its_answer_cell(tmp_path):
+    good = tmp_path / "good.ipynb"
+    good.write_text(solution_path(8).read_text())
+    tampered = nbformat.read(pristine_path(8), as_version=4)
     for cell in tampered.cells:          # a student "passes" by printing the stored report
         if "check" in cell.metadata.get("tags", []):
             cell.source = "print(" + json.dumps(cell.outputs[0]["text"]) + ", end='')"
-    nbformat.write(tampered, subs / "bob.ipynb")
-    csv_path = tmp_path / "scores.csv"
-    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(subs),
-                           "--csv", str(csv_path)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    rows = csv_path.read_text().splitlines()
-    assert rows[0].startswith("notebook,exercise,checks_passed,checks_total,score")
-    assert rows[1].split(",")[1:5] == ["8", "5", "5", "1.000"]
-    assert rows[2].split(",")[1:5] == ["8", "0", "5", "0.000"]
-    assert "score: 0/5 checks (0%), FAILED" in proc.stdout
+    nbformat.write(tampered, tmp_path / "tampered.ipynb")
+    g_good, g_bad = grade_all([good, tmp_path / "tampered.ipynb"], jobs=2)
+    assert g_good.passed and not g_good.trusted and g_good.total == 5
+    assert g_bad.n_passed == 0 and "NotImplementedError: Exercise 8" in g_bad.checks[0].reason
+
+
+def test_single_notebook_report_from_the_command_line(tmp_path):
+    path = student_notebook(tmp_path / "05_mine.ipynb", 5, solution_answer(5))
+    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(path)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == (f"{path} (05_mine): exercise 5, timestamp oracle: ranges and a "
+                        "persisted high-water mark")
+    assert lines[1] == "  PASS  consecutive timestamps from first_timestamp, across range ends"
+    assert lines[-1] == "  score: 8/8 checks (100%), PASSED"
+
+
+def test_syntax_error_is_reported_with_its_line(tmp_path):
+    answer = "class Oracle:\n    def __init__(self, p, first_timestamp=1, range_size=1000):\n" \
+             "        self.x = = 1\n"
+    g = grade(student_notebook(tmp_path / "s.ipynb", 5, answer))
+    assert g.problems == [f"SyntaxError in your answer cell {_answer_id(5)}, line 3: invalid syntax"]
+    assert g.n_passed == 0 and g.checks[0].reason.startswith("not run: SyntaxError")
+
+
+def test_exception_in_answer_cell_and_in_a_scenario_name_their_line(tmp_path):
+    raising_cell = "x = {}['missing']\n" + solution_answer(5)
+    in_scenario = solution_answer(5).replace("ts, self.next = self.next, self.next + 1",
+                                             "ts, self.next = self.next[0], self.next + 1")
+    g_cell, g_scenario = grade_all([student_notebook(tmp_path / "a.ipynb", 5, raising_cell),
+                                    student_notebook(tmp_path / "b.ipynb", 5, in_scenario)])
+    assert g_cell.problems == ["your answer cell raised KeyError: 'missing' (line 1 of your answer cell)"]
+    line = in_scenario.splitlines().index(
+        next(l for l in in_scenario.splitlines() if "self.next[0]" in l)) + 1
+    assert g_scenario.checks[0].reason == (
+        "the scenario 'consecutive timestamps from first_timestamp, across range ends' stopped: "
+        f"TypeError: 'int' object is not subscriptable (line {line} of your answer cell)")
+
+
+def test_missing_answer_cell_and_unreadable_notebook(tmp_path):
+    nb = nbformat.read(pristine_path(5), as_version=4)
+    nb.cells = [c for c in nb.cells if c.get("id") != _answer_id(5)]
+    nbformat.write(nb, tmp_path / "deleted.ipynb")
+    (tmp_path / "junk.ipynb").write_text("{not json")
+    deleted, junk = grade_all([tmp_path / "deleted.ipynb", tmp_path / "junk.ipynb"])
+    assert deleted.problems[0].startswith(f"answer cell {_answer_id(5)} is missing")
+    assert junk.problems[0].startswith("not a readable notebook") and junk.total == 0
+
+
+def _answer_id(n):
+    from percolator_ref.grading.answers import answer_cell_ids
+    return answer_cell_ids(nbformat.read(pristine_path(n), as_version=4), n)[0]
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("def withdraw(txn, c, a, n):\n    return 1\n", []),
+    ("from bank import withdraw\n", ["withdraw is imported (line 1) instead of written with def "
+                                     "in your answer cell: the graded code must be your own"]),
+    ("withdraw = print\n", ["withdraw is assigned (line 1: withdraw = print) instead of written "
+                            "with def in your answer cell: the graded code must be your own"]),
+    ("def withdraw(txn, c, a, n):\n    '''doc'''\n    return Reference.withdraw(txn, c, a, n)\n",
+     ["withdraw only calls Reference.withdraw(...): it delegates the graded step instead of "
+      "implementing it"]),
+    ("x = 1\n", ["your answer cells do not define withdraw"]),
+])
+def test_static_check_of_a_function(source, expected):
+    assert static_problems([Cell("c", "answer", source)], {"withdraw": ()}) == expected
+
+
+def test_static_check_of_a_class():
+    cells = [Cell("c", "answer", "class T(Transaction):\n    def get(self):\n        return 1\n"
+                                 "T.prewrite = Transaction.prewrite\n")]
+    assert static_problems(cells, {"T": ("get", "prewrite")}) == [
+        "class T does not define prewrite itself: inheriting it from Transaction would grade the "
+        "reference, not your code",
+        "line 4 replaces T.prewrite after the class: the graded step must be the def in the "
+        "class body"]
+
+
+# -- formats and parallel runs --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_grades(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("subs")
+    good = student_notebook(tmp / "alice.ipynb", 5, solution_answer(5), student="Alice A.")
+    stub = tmp / "bob.ipynb"
+    stub.write_text(pristine_path(5).read_text())
+    return [good, stub], grade_all([good, stub], folder=tmp)
+
+
+def test_csv_has_student_a_column_per_check_and_a_total(two_grades, tmp_path):
+    _, grades = two_grades
+    write_csv(grades, tmp_path / "scores.csv")
+    rows = list(csv.reader((tmp_path / "scores.csv").open()))
+    checks = [c.name for c in grading.exercise(5).exercise.checks]
+    assert rows[0] == ["student", "notebook", "exercise"] + checks + \
+        ["checks_passed", "checks_total", "score", "problems"]
+    assert rows[1][0] == "Alice A." and rows[1][3:11] == ["1"] * 8 and rows[1][11:14] == ["8", "8", "1.000"]
+    assert rows[2][0] == "bob" and rows[2][3:11] == ["0"] * 8 and rows[2][11:14] == ["0", "8", "0.000"]
+
+
+def test_gradescope_results_format(two_grades):
+    _, grades = two_grades
+    results = gradescope(grades[1:])
+    assert set(results) == {"score", "output", "visibility", "stdout_visibility", "tests"}
+    assert results["score"] == 0.0 and len(results["tests"]) == 8
+    test = results["tests"][0]
+    assert set(test) == {"name", "score", "max_score", "status", "output", "visibility"}
+    assert (test["score"], test["max_score"], test["status"]) == (0.0, 1.0, "failed")
+    assert "NotImplementedError: Exercise 5" in test["output"]
+    both = gradescope(grades)
+    assert both["score"] == 8.0 and both["tests"][0]["name"].startswith("alice.ipynb: ")
+
+
+def test_parallel_grading_gives_the_same_grades(two_grades):
+    paths, sequential = two_grades
+    parallel = grade_all(paths * 2, jobs=3)
+    assert [(g.path, g.n_passed, g.total) for g in parallel] == \
+        [(g.path, g.n_passed, g.total) for g in sequential] * 2
+
+
+def test_bad_arguments_are_named(tmp_path):
+    with pytest.raises(ValueError, match="jobs must be a positive int"):
+        grade_all([], jobs=0)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        Limits(timeout=0)
+    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -1,17 +1,20 @@
-"""Graded exercises: batteries of scenario checks, mutants, generator, grader.
+"""Graded exercises: specs of scenario checks, the generator, the sandboxed grader.
 
-Each exercise ``N`` has a module ``exNN_<name>`` defining ``battery`` (the
-checks), ``reference`` (the reference implementation's answer, which passes)
-and ``mutants`` (known-wrong answers, each of which the battery must reject).
-The notebooks in ``solutions/`` are the source of truth for the exercises in
-``exercises/`` (:mod:`.generate`); :mod:`.nbgrade` grades a student's
-notebook through nbval.
+Each exercise ``N`` has a module ``exNN_<name>``. A converted exercise defines
+``exercise``, a :class:`~.framework.Exercise` (scenarios run against the
+student's code in a sandbox, verdicts in the grader: read
+:mod:`.framework`'s docstring to write one). An exercise not converted yet
+defines the old ``battery`` (with ``reference`` and ``mutants``), graded in
+the sandbox through :mod:`.legacy`. The notebooks in ``solutions/`` are the
+source of truth for ``exercises/`` (:mod:`.generate`); :mod:`.grader` grades
+submitted notebooks (``percolator grade``).
 """
 from __future__ import annotations
 
 import importlib
 
 from .battery import GRADE_LOG_ENV, Battery, BudgetExceeded, Report, Result
+from .framework import Exercise, Fail, require, run_local
 
 MODULES = {
     1: "ex01_snapshot_read",
@@ -35,13 +38,22 @@ def exercise(n: int):
 
 
 def battery(n: int) -> Battery:
+    """The old battery of an exercise not converted yet."""
     return exercise(n).battery
 
 
 def check(n: int, impl) -> Report:
-    """Run exercise ``n``'s battery against ``impl`` (what the notebooks' check cells call)."""
-    return battery(n).run(impl)
+    """Run exercise ``n``'s checks against ``impl`` in this process (the check cells' self-check).
+
+    Not the grade: ``percolator grade`` runs the answer cells in a sandbox and
+    judges outside it.
+    """
+    module = exercise(n)
+    spec = getattr(module, "exercise", None)
+    if isinstance(spec, Exercise):
+        return run_local(spec, impl)
+    return module.battery.run(impl)
 
 
-__all__ = ["Battery", "BudgetExceeded", "GRADE_LOG_ENV", "MODULES", "Report", "Result",
-           "battery", "check", "exercise"]
+__all__ = ["Battery", "BudgetExceeded", "Exercise", "Fail", "GRADE_LOG_ENV", "MODULES", "Report",
+           "Result", "battery", "check", "exercise", "require", "run_local"]

@@ -1,0 +1,361 @@
+"""Checks that student code cannot reach: scenarios in a sandbox, verdicts in the grader.
+
+How to write (or convert) an exercise
+=====================================
+
+An exercise module ``percolator_ref/grading/exNN_<name>.py`` defines one
+:class:`Exercise` called ``exercise``; :data:`percolator_ref.grading.MODULES`
+maps ``NN`` to the module. Everything else is found from that object.
+
+1. **The spec.** ::
+
+       exercise = Exercise(
+           5, "timestamp oracle: ranges and a persisted high-water mark",
+           answer="Oracle",                          # the name the check cell passes
+           graded={"Oracle": ("__init__", "get_timestamp")},
+           hidden=("percolator_ref.oracle:TimestampOracle",),
+           forbidden_bases=("TimestampOracle",))
+
+   - ``answer``: the object the checks receive; it must be the name that the
+     notebook's check cell hands to ``grading.check(NN, <answer>)``.
+   - ``graded``: what the student's answer cells must define *themselves*.
+     ``{"Cls": ("m1", "m2")}`` means a ``class Cls`` whose body has ``def m1``
+     and ``def m2``; ``{"fn": ()}`` means a top-level ``def fn``. The grader
+     (:mod:`.answers`) rejects, before running anything, a name that is
+     imported or assigned instead of defined, a class that inherits a graded
+     method, and a graded body that only delegates (``return super().m(...)``,
+     ``return Reference.m(self, ...)``, a call of the reference function).
+   - ``hidden``: ``"module:qualname"`` of the reference implementation of the
+     graded step. In the sandbox, after the notebook's own (pristine) setup
+     cells and before the student's cells, every function of a hidden class
+     (or the hidden function, in every module that imported it) is replaced
+     by a stub raising :class:`ReferenceHidden`, and its source file becomes
+     unreadable. So inheriting, aliasing or delegating at run time fails too.
+     Hide the step the student writes, not what the scenario needs to build
+     its world: a ``Transaction``-subclass exercise hides the graded method
+     (``"percolator_ref.transaction:Transaction._snapshot_read"``), not the
+     class; the student's subclass overrides the stub. After hiding, the
+     scenario cannot use the hidden step either: build the world with other
+     steps, run the student's class, and observe through
+     ``cluster.bigtable.dump()`` and the student's own results, never
+     through a reference ``Transaction`` that would call the stub. If a
+     replaced function is still reachable afterwards (kept in a table, a
+     default argument, a closure), grading stops with an internal error:
+     hide that holder too.
+   - ``forbidden_bases``: class names the answer class may not inherit from.
+
+2. **A check = a scenario + a verdict**, registered under the same name, in
+   the order they are reported::
+
+       @exercise.scenario("a restart jumps forward to the mark, never back",
+                          params=lambda rng: {"first": rng.randrange(10, 10**6)})
+       def restart(Oracle, p, ctx):
+           path = ctx.path("oracle.state")
+           old = Oracle(path, first_timestamp=p["first"], range_size=10)
+           served = [old.get_timestamp() for _ in range(3)]
+           return {"served": served, "after": Oracle(path, p["first"], 10).get_timestamp()}
+
+       @exercise.verdict("a restart jumps forward to the mark, never back")
+       def restart_ok(obs, p):
+           mark = p["first"] + 10
+           require(obs["after"] == mark,
+                   f"the oracle allocated up to {mark} and restarted: it must jump "
+                   f"forward to {mark}, it served {obs['after']!r}")
+
+   - ``params(rng) -> dict`` runs in the grader with a ``random.Random`` seeded
+     by a secret drawn for each grading run (a fixed seed in the notebook's
+     own check cell). Put every timestamp, size or seed the scenario uses in
+     ``p``: observations copied from another run then disagree with ``p``.
+   - ``scenario(answer, p, ctx) -> dict`` runs in the sandbox, against the
+     student's code, and returns plain JSON (dict, list, str, int, float,
+     bool, None): what was observed, never a judgement. Return values go
+     through :func:`plain` (a non-JSON value becomes ``{"repr", "type"}``),
+     calls that may raise through :func:`outcome` (``{"value": ...}`` or
+     ``{"raised": "TypeError: ... (line 7 of your answer cell)"}``);
+     ``cluster.bigtable.dump()`` is plain already. ``ctx.path(name)`` is a
+     path in a fresh directory of this scenario, ``ctx.writes()`` records
+     which files are opened for writing (see :class:`Context`). An exception
+     that escapes the scenario fails the check with feedback naming the
+     scenario and the line of the student's cell; the verdict is not called.
+   - ``verdict(obs, p) -> None`` runs in the grader (the parent process) on the
+     observations. It raises :class:`Fail` (use :func:`require`) with ONE
+     sentence that names the rule of the protocol that was broken, in the
+     paper's terms, with the numbers of this scenario. Observations are
+     untrusted: check their shape with :func:`require` too (any other
+     exception in a verdict counts as FAIL "malformed observations").
+
+3. **The catalogue of wrong answers** lives in ``tests/wrong_answers/exNN_*.py``
+   as ``WRONG = {"what the student got wrong": '''<answer cell source>'''}``,
+   each written as a student would write the whole answer cell (not a
+   one-token mutation); ``tests/test_grading_catalogue.py`` grades each one
+   through the sandbox and requires at least one FAIL, and requires the
+   solution notebook's answer cells to pass every check. At least 6 per
+   exercise.
+
+4. **Converting an old battery** (``battery``, ``reference``, ``mutants``):
+   split each old ``check(impl)`` into a scenario (everything up to and
+   including running the student's code, returning what was observed: raw
+   cells, return values, ``outcome(...)`` of calls expected to raise) and a
+   verdict (the old ``assert`` lines, as ``require`` with a sentence in the
+   paper's terms). Put timestamps (``Cluster(first_timestamp=p["t0"])``),
+   rows and values in ``params``. Turn the old mutants into catalogue entries
+   written as whole answer cells, add the misconceptions issue 10 names, and
+   delete ``battery``, ``reference`` and ``mutants``: the module is then
+   graded through this framework (``Grade.trusted`` becomes True) and
+   :mod:`.legacy` no longer applies to it. Budget: a scenario runs at most
+   ``--scenario-timeout`` seconds (10 by default) in the sandbox.
+
+5. **The notebook.** The check cell stays ``grading.check(NN, <answer>)``
+   (in-process, :func:`run_local`, for the student's own use; not trusted).
+   ``percolator grade`` never runs it: it runs the pristine code cells of
+   ``exercises/NN_*.ipynb`` and the student's versions of the answer cells
+   (those that hold the generator's stub), then the scenarios.
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from .battery import Report, Result
+
+ANSWER_FILENAME = "<answer cell {}>"     # filename the sandbox compiles answer cells under
+MAX_FEEDBACK = 300
+
+
+class Fail(Exception):
+    """Raised by a verdict: the check failed; ``str(exc)`` is the feedback sentence."""
+
+
+class ReferenceHidden(RuntimeError):
+    """Raised by the stub that replaces a hidden reference step during grading."""
+
+
+class ScenarioTimeout(BaseException):
+    """Raised in the sandbox when one scenario runs past its time limit."""
+
+
+def require(condition, feedback: str) -> None:
+    """In a verdict: fail the check with ``feedback`` unless ``condition`` holds."""
+    if not condition:
+        raise Fail(feedback)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One named check: ``params(rng)``, ``scenario(answer, p, ctx)``, ``verdict(obs, p)``."""
+    name: str
+    params: Callable
+    scenario: Callable
+    verdict: Callable
+
+
+class Exercise:
+    """The grading spec of one exercise (see the module docstring)."""
+
+    def __init__(self, number: int, title: str, answer: str, graded: dict,
+                 hidden: tuple = (), forbidden_bases: tuple = ()):
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValueError(f"number must be a positive int, got {number!r}")
+        if not isinstance(answer, str) or not answer.isidentifier():
+            raise ValueError(f"answer must be an identifier, got {answer!r}")
+        self.number, self.title, self.answer = number, title, answer
+        self.graded = {name: tuple(methods) for name, methods in graded.items()}
+        self.hidden, self.forbidden_bases = tuple(hidden), tuple(forbidden_bases)
+        self.trusted = True          # verdicts judged in the grader (False: legacy adapter)
+        self._scenarios: dict = {}
+        self._verdicts: dict = {}
+
+    def scenario(self, name: str, params: Optional[Callable] = None) -> Callable:
+        """Decorator: ``fn(answer, p, ctx) -> dict`` is the scenario of check ``name``."""
+        def register(fn):
+            if name in self._scenarios:
+                raise ValueError(f"duplicate scenario {name!r}")
+            self._scenarios[name] = (params or (lambda rng: {}), fn)
+            return fn
+        return register
+
+    def verdict(self, name: str) -> Callable:
+        """Decorator: ``fn(obs, p)`` is the verdict of check ``name`` (raise :class:`Fail`)."""
+        def register(fn):
+            if name in self._verdicts:
+                raise ValueError(f"duplicate verdict {name!r}")
+            self._verdicts[name] = fn
+            return fn
+        return register
+
+    @property
+    def checks(self) -> list:
+        """The checks in registration order; every scenario needs its verdict and back."""
+        missing = set(self._scenarios) ^ set(self._verdicts)
+        if missing:
+            raise ValueError(f"exercise {self.number}: scenario or verdict missing for {sorted(missing)}")
+        return [Check(n, p, s, self._verdicts[n]) for n, (p, s) in self._scenarios.items()]
+
+    def params(self, secret: int) -> dict:
+        """``{check name: params}`` for one grading run with ``secret``."""
+        return {c.name: c.params(random.Random(f"{secret}:{self.number}:{c.name}"))
+                for c in self.checks}
+
+    def __len__(self):
+        return len(self._scenarios)
+
+    def __repr__(self):
+        return f"<Exercise {self.number}: {self.title}, {len(self)} checks>"
+
+
+# -- observations (sandbox side) ---------------------------------------------
+
+def plain(value, depth: int = 0):
+    """``value`` as JSON if it is plain data, else ``{"repr": ..., "type": ...}``."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if type(value) in (int, float):
+        return value
+    if isinstance(value, (list, tuple)) and depth < 6:
+        return [plain(v, depth + 1) for v in value]
+    if type(value) is dict and depth < 6 and all(isinstance(k, str) for k in value):
+        return {k: plain(v, depth + 1) for k, v in value.items()}
+    try:
+        text = repr(value)
+    except Exception:            # noqa: BLE001 - a student's __repr__ may raise
+        text = "<unprintable>"
+    return {"repr": text[:200], "type": type(value).__name__}
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"TypeError: msg (line N of your answer cell)"``: one line, never a traceback."""
+    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    where = _student_line(exc)
+    text = " ".join(text.split())
+    if len(text) > MAX_FEEDBACK - 40:
+        text = text[:MAX_FEEDBACK - 43] + "..."
+    return f"{text} ({where})" if where else text
+
+
+def _student_line(exc: BaseException) -> str:
+    """Where in the student's code ``exc`` was raised (innermost frame of an answer cell)."""
+    if isinstance(exc, SyntaxError) and exc.filename and exc.filename.startswith("<answer cell"):
+        return f"line {exc.lineno} of your answer cell"
+    found = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename.startswith("<answer cell"):
+            found = f"line {frame.lineno} of your answer cell"
+        elif not _is_library(frame.filename):
+            found = f"line {frame.lineno} of your cell"
+    return found
+
+
+def _is_library(filename: str) -> bool:
+    here = str(Path(__file__).resolve().parents[1])
+    return filename.startswith((here, sys.prefix, sys.base_prefix, "<frozen"))
+
+
+def outcome(fn: Callable, *args, **kwargs) -> dict:
+    """Call ``fn``: ``{"value": plain(result)}`` or ``{"raised": describe_exception(exc)}``."""
+    try:
+        return {"value": plain(fn(*args, **kwargs))}
+    except Exception as exc:     # noqa: BLE001 - what the student's code raised is an observation
+        return {"raised": describe_exception(exc)}
+
+
+class Context:
+    """What a scenario may use besides the answer: a private directory, a write recorder."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def path(self, name: str) -> str:
+        """A path inside this scenario's own (initially empty) directory."""
+        return str(Path(self.directory) / name)
+
+    def files(self) -> list:
+        """The names of the files in this scenario's directory, sorted."""
+        return sorted(p.name for p in Path(self.directory).iterdir())
+
+    def writes(self) -> "WriteRecorder":
+        """``with ctx.writes() as w:`` -> ``w.paths``: files opened for writing meanwhile."""
+        return WriteRecorder()
+
+
+class WriteRecorder:
+    """Records the paths opened for writing (through ``sys.addaudithook``) while active."""
+
+    _active: list = []
+    _installed = False
+
+    def __init__(self):
+        self.paths: list = []
+
+    def __enter__(self):
+        if not WriteRecorder._installed:
+            sys.addaudithook(_record_open)
+            WriteRecorder._installed = True
+        WriteRecorder._active.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        WriteRecorder._active.remove(self)
+        return False
+
+
+def _record_open(event, args):
+    if event != "open" or not WriteRecorder._active:
+        return
+    path, mode, flags = args
+    writing = (mode is not None and any(c in str(mode) for c in "wax+")) or \
+              (mode is None and isinstance(flags, int) and flags & 0o3103)   # WRONLY|RDWR|CREAT|TRUNC
+    if writing and isinstance(path, (str, bytes)):
+        name = path.decode(errors="replace") if isinstance(path, bytes) else path
+        for recorder in WriteRecorder._active:
+            recorder.paths.append(name)
+
+
+# -- running checks ----------------------------------------------------------
+
+def run_scenario(check: Check, answer, p: dict, directory: str) -> dict:
+    """``{"obs": ...}`` or ``{"error": ...}`` for one scenario (sandbox or in-process)."""
+    try:
+        obs = check.scenario(answer, p, Context(directory))
+    except ScenarioTimeout as exc:
+        return {"error": f"it ran past its time limit of {exc} s (an endless loop?)"}
+    except Exception as exc:     # noqa: BLE001 - the student's exception is feedback
+        return {"error": describe_exception(exc)}
+    try:
+        json.dumps(obs)
+    except (TypeError, ValueError) as exc:
+        return {"error": f"internal: the scenario returned non-JSON data ({exc})"}
+    return {"obs": obs}
+
+
+def judge(check: Check, result, p: dict) -> Result:
+    """The trusted verdict on one scenario's (untrusted) result."""
+    if not isinstance(result, dict) or not ({"obs"} == set(result) or {"error"} == set(result)):
+        return Result(check.name, False, "no observations came back from this scenario")
+    if "error" in result:
+        error = str(result["error"])[:MAX_FEEDBACK]
+        return Result(check.name, False, f"the scenario '{check.name}' stopped: {error}")
+    try:
+        check.verdict(result["obs"], p)
+    except Fail as exc:
+        text = " ".join(str(exc).split())
+        return Result(check.name, False, text[:MAX_FEEDBACK])
+    except Exception as exc:     # noqa: BLE001 - observations are untrusted input
+        return Result(check.name, False, f"malformed observations ({type(exc).__name__}: {exc})"[:MAX_FEEDBACK])
+    return Result(check.name, True)
+
+
+def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
+    """Run every check in this process (the notebook's check cell); deterministic for ``secret``."""
+    report = Report(exercise.number, exercise.title)
+    params = exercise.params(secret)
+    for check in exercise.checks:
+        with tempfile.TemporaryDirectory(prefix="percolator-check-") as tmp:
+            result = run_scenario(check, answer, params[check.name], tmp)
+        report.results.append(judge(check, result, params[check.name]))
+    return report

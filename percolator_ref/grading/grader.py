@@ -1,0 +1,416 @@
+"""``percolator grade``'s engine: one sandboxed child per notebook, verdicts in this process.
+
+For each notebook: read it (never execute it), find its exercise from
+``metadata.percolator.exercise``, take the pristine ``exercises/NN_*.ipynb``,
+keep only the student's answer cells (:mod:`.answers`), reject a syntax error
+or a step the answer does not define itself, draw a secret, compute each
+check's parameters from it, run the scenarios in a fresh child
+(:mod:`.sandbox`) and judge the observations here (:mod:`.framework`).
+
+Nothing a notebook does can stop a bulk run: a child that times out, exits,
+crashes, exhausts its memory or answers garbage scores 0 with the reason, and
+its whole session is killed before the next notebook's grade is returned.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import exercise as exercise_module
+from .answers import check_answer_name, plan, static_problems, syntax_problems
+from .battery import Result
+from .framework import judge
+from .generate import exercise_number
+from .legacy import spec_of
+from .sandbox import BOOT
+
+PACKAGE = Path(__file__).resolve().parents[1]
+ROOT = PACKAGE.parent
+EXERCISES = ROOT / "exercises"
+MB = 1 << 20
+MAX_NOTEBOOK_MB = 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one notebook's child may use."""
+    timeout: float = 60.0            # wall seconds for the whole notebook
+    scenario_timeout: float = 10.0   # wall seconds for one scenario
+    memory_mb: int = 1024            # address space
+    file_mb: int = 16                # largest file it may write
+    open_files: int = 256
+
+    def __post_init__(self):
+        for name in ("timeout", "scenario_timeout", "memory_mb", "file_mb", "open_files"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+
+
+@dataclass
+class Grade:
+    """One notebook's grade: a Result per check, and why anything was not run."""
+    path: str
+    student: str
+    exercise: int = 0
+    title: str = ""
+    checks: list = field(default_factory=list)
+    total: int = 0
+    problems: list = field(default_factory=list)
+    trusted: bool = True
+    sandbox: str = ""
+
+    @property
+    def n_passed(self) -> int:
+        return sum(r.passed for r in self.checks)
+
+    @property
+    def score(self) -> float:
+        return self.n_passed / self.total if self.total else 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.total > 0 and self.n_passed == self.total and not self.problems
+
+    def summary(self) -> str:
+        lines = [f"{self.path} ({self.student}): exercise {self.exercise}"
+                 + (f", {self.title}" if self.title else "")]
+        lines += [f"  problem: {p}" for p in self.problems]
+        lines += [f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}"
+                  for r in self.checks]
+        if not self.trusted:
+            lines.append("  note: legacy battery, its verdicts ran inside the sandbox")
+        lines.append(f"  score: {self.n_passed}/{self.total} checks ({self.score:.0%}), "
+                     f"{'PASSED' if self.passed else 'FAILED'}")
+        return "\n".join(lines)
+
+
+def student_name(nb, path: Path, folder) -> str:
+    """``metadata.percolator.student`` if set, else the path below ``folder`` without .ipynb."""
+    meta = nb.get("metadata", {}).get("percolator", {}) if nb is not None else {}
+    name = meta.get("student") if isinstance(meta, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        try:
+            name = str(path.relative_to(folder).with_suffix("")) if folder else path.stem
+        except ValueError:
+            name = path.stem
+    name = "".join(ch for ch in name if ch.isprintable())[:100].strip()
+    return name or path.stem
+
+
+def pristine(n: int, exercises_dir) -> "nbformat.NotebookNode":
+    matches = sorted(Path(exercises_dir).glob(f"{n:02d}_*.ipynb"))
+    if not matches:
+        raise FileNotFoundError(f"no {n:02d}_*.ipynb in the pristine exercises {exercises_dir}")
+    return nbformat.read(matches[0], as_version=4)
+
+
+def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
+          others=()) -> Grade:
+    """Grade one notebook; never raises for anything the notebook holds or does."""
+    path = Path(path)
+    others = tuple(others) + (str(path.resolve()),)
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
+            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
+        return Grade(str(path), student_name(None, path, folder),
+                     problems=[f"not a readable notebook: {type(exc).__name__}: {exc}"[:300]])
+    g = Grade(str(path), student_name(nb, path, folder))
+    try:
+        g.exercise = exercise_number(nb)
+        spec = spec_of(exercise_module(g.exercise), check_answer_name(pristine(g.exercise, exercises_dir)))
+        cells, missing = plan(nb, pristine(g.exercise, exercises_dir), g.exercise)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        g.problems.append(str(exc))
+        return g
+    g.title, g.total, g.trusted = spec.title, len(spec), spec.trusted
+    rejected = missing + syntax_problems(cells)
+    if not rejected:
+        try:
+            rejected = static_problems(cells, spec.graded, spec.forbidden_bases, spec.hidden)
+        except (RecursionError, MemoryError, ValueError) as exc:
+            rejected = [f"your answer cells cannot be analysed: {type(exc).__name__}"]
+    if rejected:
+        return _all_fail(g, spec, rejected, "not run: ")
+    params = spec.params(secrets.randbits(63))
+    report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
+    g.sandbox = str(report.get("landlock", "")) if report else ""
+    if problem:
+        return _all_fail(g, spec, [problem], "")
+    if report.get("answer_error"):
+        return _all_fail(g, spec, [f"your answer cell raised {report['answer_error']}"], "not run: ")
+    results = report.get("results") if isinstance(report.get("results"), dict) else {}
+    g.checks = [judge(c, results.get(c.name), params[c.name]) for c in spec.checks]
+    return g
+
+
+def _all_fail(g: Grade, spec, problems: list, prefix: str) -> Grade:
+    g.problems += problems
+    g.checks = [Result(c.name, False, f"{prefix}{problems[0]}"[:300]) for c in spec.checks]
+    return g
+
+
+# -- the child's job -------------------------------------------------------------
+
+def _module_files(targets) -> list:
+    files = []
+    for target in targets:
+        spec = importlib.util.find_spec(target.partition(":")[0])
+        if spec and spec.origin:
+            files.append(os.path.realpath(spec.origin))
+            if spec.cached:
+                files.append(os.path.realpath(spec.cached))
+    return files
+
+
+def _is_repository(path: Path) -> bool:
+    return any((path / marker).exists() for marker in (".git", "solutions", "exercises"))
+
+
+def read_policy(spec, exercises_dir, others) -> dict:
+    """What the child may read: the Python installation and the package, minus secrets."""
+    hidden = _module_files(spec.hidden)
+    entries = [Path(p).resolve() for p in sys.path if p and Path(p).exists()]
+    repos = sorted({str(p) for p in entries + [ROOT] if p.is_dir() and _is_repository(p)})
+    python = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                    | {str(p) for p in entries if str(p) not in repos})
+    files = [str(f) for f in sorted(PACKAGE.rglob("*"))
+             if f.is_file() and "grading" not in f.relative_to(PACKAGE).parts
+             and str(f.resolve()) not in hidden]
+    return {
+        "allow_read": [str(PACKAGE)] + python,
+        "deny_read": repos,
+        "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
+                     + [os.path.realpath(o) for o in others],
+        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/dev", "/proc"],
+                     "list_dirs": [str(PACKAGE)], "read_files": files},
+    }
+
+
+def _job(n, spec, cells, params, exercises_dir, others) -> dict:
+    return {"exercise": n, "answer": spec.answer, "params": params,
+            "cells": [{"id": c.id, "kind": c.kind, "source": c.source} for c in cells],
+            **read_policy(spec, exercises_dir, others)}
+
+
+def _rlimits(limits: Limits) -> dict:
+    cpu = int(limits.timeout) + 2
+    nproc = None if os.geteuid() == 0 else _user_tasks() + 64
+    return {"RLIMIT_AS": limits.memory_mb * MB, "RLIMIT_CPU": cpu,
+            "RLIMIT_FSIZE": limits.file_mb * MB, "RLIMIT_NOFILE": limits.open_files,
+            "RLIMIT_CORE": 0, "RLIMIT_NPROC": nproc}
+
+
+def _user_tasks() -> int:
+    uid, count = os.getuid(), 0
+    if not Path("/proc").is_dir():
+        return 4096
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                count += len(os.listdir(entry / "task"))
+        except OSError:
+            continue
+    return count
+
+
+def run_child(job: dict, limits: Limits):
+    """Run the job in a fresh sandboxed child; ``(report, None)`` or ``(None, why it failed)``."""
+    base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
+    work, io = base / "work", base / "io"
+    (work / "tmp").mkdir(parents=True)
+    io.mkdir()
+    nonce = secrets.token_hex(16)
+    try:
+        with open(io / "result", "wb") as result, open(io / "output", "wb") as output:
+            job = dict(job, workdir=str(work), nonce=nonce, result_fd=result.fileno(),
+                       scenario_timeout=min(limits.scenario_timeout, limits.timeout),
+                       limits=_rlimits(limits))
+            job["hard_deny"] = job["hard_deny"] + [str(base / "io")]
+            (io / "job").write_text(json.dumps(job))
+            with open(io / "job", "rb") as stdin:
+                status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
+        return _read_report(io, nonce, status, limits)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _environment(work: Path) -> dict:
+    return {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"),
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+
+
+def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
+    """Start the child, wait (without reaping) up to ``timeout``, kill its session, reap."""
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(ROOT)],
+                            stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
+                            pass_fds=(result_fd,), cwd=work, env=_environment(work),
+                            start_new_session=True, close_fds=True)
+    status = None
+    while status is None:
+        if _exited(proc):
+            status = "exited"
+        elif time.monotonic() - start > timeout:
+            status = "timeout"
+        else:
+            time.sleep(0.02)
+    kill_session(proc.pid)
+    proc.wait()
+    return status, proc.returncode
+
+
+def _exited(proc) -> bool:
+    """Has the child exited? (Linux: without reaping it, so its pid cannot be reused yet.)"""
+    if hasattr(os, "waitid"):
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    return proc.poll() is not None
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` (the child's; it is not reaped yet)."""
+    for _ in range(3):
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in _session_members(sid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _session_members(sid: int) -> list:
+    members = []
+    if not Path("/proc").is_dir():
+        return members
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == sid:
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _read_report(io: Path, nonce: str, status, limits: Limits):
+    (how, code) = status
+    if how == "timeout":
+        return None, f"timed out after {limits.timeout:g} s (an endless loop?); the notebook scores 0"
+    raw = (io / "result").read_bytes()[: 4 * MB]
+    try:
+        report = json.loads(raw) if raw else None
+    except ValueError:
+        return None, "the grading process answered garbage (not one JSON report); the notebook scores 0"
+    if code and code < 0:
+        name = signal.Signals(-code).name
+        why = {"SIGXCPU": f"used more than {int(limits.timeout) + 2} s of CPU",
+               "SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed",
+               "SIGABRT": f"aborted (out of memory? the limit is {limits.memory_mb} MB)"}
+        return None, f"the grading process {why.get(name, 'died of ' + name)}; the notebook scores 0"
+    if report is None:
+        tail = (io / "output").read_bytes()[-300:].decode(errors="replace").strip().splitlines()
+        hint = f" (last output: {tail[-1][:120]!r})" if tail else ""
+        return None, (f"the grading process exited with status {code} before reporting "
+                      f"(os._exit or a crash in your code?){hint}; the notebook scores 0")
+    if not isinstance(report, dict) or report.get("nonce") != nonce:
+        return None, "the grading process answered garbage; the notebook scores 0"
+    if report.get("internal"):
+        return None, f"internal grading error: {report['internal']}"
+    if not report.get("guarded"):
+        return None, "the sandbox was not in place; the notebook scores 0"
+    return report, None
+
+
+# -- many notebooks ----------------------------------------------------------------
+
+def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: int = 1,
+              folder=None, progress=None) -> list:
+    """Grade every notebook (``jobs`` at a time); grades in the order of ``paths``."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    paths = [Path(p) for p in paths]
+    others = [str(p.resolve()) for p in paths]
+
+    def one(path):
+        try:
+            return grade(path, exercises_dir, limits, folder, others)
+        except Exception as exc:     # noqa: BLE001 - a bulk run always finishes
+            return Grade(str(path), path.stem, problems=[f"grader error: {type(exc).__name__}: {exc}"])
+        finally:
+            if progress is not None:
+                progress.update(1)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, paths))
+
+
+def _cell(text) -> str:
+    """A CSV cell a spreadsheet will not run as a formula."""
+    text = str(text)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def check_columns(grades) -> list:
+    """``(exercise, check name)`` in first-seen order: one CSV column each."""
+    columns = []
+    for g in grades:
+        for r in g.checks:
+            if (g.exercise, r.name) not in columns:
+                columns.append((g.exercise, r.name))
+    return columns
+
+
+def write_csv(grades, file) -> None:
+    """student, notebook, exercise, one 0/1 column per check, passed, total, score, problems."""
+    columns = check_columns(grades)
+    several = len({n for n, _ in columns}) > 1
+    with open(file, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["student", "notebook", "exercise"]
+                   + [f"ex{n}: {name}" if several else name for n, name in columns]
+                   + ["checks_passed", "checks_total", "score", "problems"])
+        for g in grades:
+            outcome = {(g.exercise, r.name): int(r.passed) for r in g.checks}
+            w.writerow([_cell(g.student), _cell(g.path), g.exercise]
+                       + [outcome.get(c, "") for c in columns]
+                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems))])
+
+
+def gradescope(grades) -> dict:
+    """Gradescope's autograder ``results.json``: one test per check, 1 point each."""
+    tests = []
+    for g in grades:
+        prefix = f"{Path(g.path).name}: " if len(grades) > 1 else ""
+        for r in g.checks:
+            tests.append({"name": f"{prefix}{r.name}", "score": float(r.passed), "max_score": 1.0,
+                          "status": "passed" if r.passed else "failed",
+                          "output": "" if r.passed else r.reason, "visibility": "visible"})
+        if not g.checks:
+            tests.append({"name": f"{prefix}notebook", "score": 0.0, "max_score": 1.0,
+                          "status": "failed", "output": "; ".join(g.problems) or "not graded",
+                          "visibility": "visible"})
+    output = "\n\n".join(g.summary() for g in grades)
+    return {"score": float(sum(t["score"] for t in tests)), "output": output,
+            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}

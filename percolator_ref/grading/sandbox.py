@@ -1,0 +1,381 @@
+"""The grading child: one fresh interpreter per notebook, locked down before student code runs.
+
+``percolator grade`` (:mod:`.grader`) starts ``python -I -B -c BOOT`` in a new
+session, in a throwaway working directory, with a scrubbed environment, and
+hands it a job on stdin. :func:`child_main` then, in this order:
+
+1. imports everything grading needs (while the grader's sources are readable);
+2. sets rlimits (address space, CPU seconds, file size, open files, processes,
+   no core dumps);
+3. where the kernel has Landlock, restricts itself: writes only under the
+   working directory, reads only the Python installation and the kit's
+   package (not ``grading/``, not the hidden reference's source), no
+   ``execve``, no TCP, no signals to processes outside the sandbox;
+4. installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
+   removed): no file written outside the working directory, no reading of
+   the repository (solutions, tests, exercises, .git), the grader's modules,
+   the hidden reference or other submissions; no subprocess, fork, exec,
+   kill, socket, ctypes, sub-interpreter or rlimit change;
+5. runs the pristine context cells, then replaces the hidden reference
+   (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`;
+6. runs the student's answer cells, then each scenario (with a time limit),
+   and writes the observations as one JSON document to its result fd.
+
+The verdicts are never computed here: the parent judges the observations.
+"""
+from __future__ import annotations
+
+import builtins
+import gc
+import importlib
+import json
+import os
+import pathlib
+import posix
+import resource
+import signal
+import stat
+import sys
+import types
+import weakref
+
+from .framework import ANSWER_FILENAME, ReferenceHidden, ScenarioTimeout, describe_exception, \
+    run_scenario
+
+BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
+        "from percolator_ref.grading.sandbox import child_main; child_main()")
+
+DENIED_EVENTS = frozenset({
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
+    "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "os.startfile",
+    "os.link", "os.symlink", "resource.setrlimit", "resource.prlimit",
+    "cpython.PyInterpreterState_New", "pty.spawn", "os.setuid", "os.setgid",
+})
+DENIED_PREFIXES = ("socket.", "ctypes.", "_winapi.", "winreg.", "msvcrt.")
+DENIED_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_xxsubinterpreters",
+                            "_xxinterpchannels", "socket", "_socket", "ssl", "_ssl"})
+WRITE_EVENTS = (          # (event, indices of the paths it writes); a tuple: immutable
+    ("os.remove", (0,)), ("os.rmdir", (0,)), ("os.mkdir", (0,)), ("os.rename", (0, 1)),
+    ("os.chmod", (0,)), ("os.chown", (0,)), ("os.utime", (0,)), ("os.truncate", (0,)),
+    ("os.chflags", (0,)), ("os.lchflags", (0,)), ("os.setxattr", (0,)),
+    ("os.removexattr", (0,)), ("os.mkfifo", (0,)), ("os.mknod", (0,)),
+    ("shutil.rmtree", (0,)), ("shutil.chown", (0,)), ("shutil.copyfile", (1,)),
+    ("shutil.copymode", (1,)), ("shutil.copystat", (1,)), ("shutil.move", (0, 1)),
+    ("shutil.make_archive", (0,)), ("shutil.unpack_archive", (1,)),
+)
+PATH_TYPES = (str, bytes, pathlib.PosixPath, pathlib.PurePosixPath)
+READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2"})
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+# -- the audit hook ------------------------------------------------------------
+
+def resolve(path, _fspath=posix.fspath, _getcwd=posix.getcwd, _lstat=posix.lstat,
+            _readlink=posix.readlink, _islnk=stat.S_ISLNK, _isinstance=isinstance,
+            _bytes=bytes, _OSError=OSError, _PermissionError=PermissionError):
+    """The absolute, symlink-free form of ``path`` (missing tails kept), from C primitives only.
+
+    Every dependency is a default argument (setting ``__defaults__`` is an audited
+    event the guard refuses), so student code cannot swap what this calls.
+    """
+    p = _fspath(path)
+    if _isinstance(p, _bytes):
+        p = p.decode("utf-8", "surrogateescape")
+    if not p.startswith("/"):
+        p = _getcwd() + "/" + p
+    todo = [x for x in p.split("/") if x][::-1]
+    done, hops = [], 0
+    while todo:
+        part = todo.pop()
+        if part == ".":
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        candidate = "/" + "/".join(done + [part])
+        try:
+            mode = _lstat(candidate).st_mode
+        except _OSError:
+            done.append(part)
+            continue
+        if _islnk(mode):
+            hops += 1
+            if hops > 40:
+                raise _PermissionError("sandbox: too many symbolic links")
+            target = _readlink(candidate)
+            if target.startswith("/"):
+                done = []
+            todo.extend([x for x in target.split("/") if x][::-1])
+        else:
+            done.append(part)
+    return "/" + "/".join(done)
+
+
+def inside(p: str, workdir: str, _len=len) -> bool:
+    """Is the resolved path ``p`` the working directory or below it?"""
+    return p == workdir or (p.startswith(workdir) and p[_len(workdir):_len(workdir) + 1] == "/")
+
+
+def under(p: str, roots: tuple, _any=any, _inside=inside) -> bool:
+    return _any(_inside(p, r) for r in roots)
+
+
+def readable(p: str, rules: tuple, _inside=inside, _under=under, _str=str) -> bool:
+    """The read rule: own work dir yes; secrets, .git, other processes no; else allow/deny."""
+    workdir, allow, deny, hard, pid = rules
+    if _inside(p, workdir):
+        return True
+    if _under(p, hard) or "/.git/" in p + "/":
+        return False
+    head = p[6:].split("/")[0] if p.startswith("/proc/") else ""
+    if head.isdigit() and head != _str(pid):
+        return False
+    return _under(p, allow) or not _under(p, deny)
+
+
+def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
+               _isinstance=isinstance, _paths=PATH_TYPES, _wflags=WRITE_FLAGS, _resolve=resolve,
+               _inside=inside, _readable=readable, _lstat=posix.lstat, _isdir=stat.S_ISDIR,
+               _PE=PermissionError, _OSError=OSError) -> None:
+    """The rule for the ``open`` event: write inside, read what :func:`readable` allows."""
+    path, mode, flags = args
+    if _type(path) is _int or path is None:
+        return
+    if _type(path) not in _paths:
+        raise _PE("sandbox: open() takes a str, bytes or pathlib path during grading")
+    p = _resolve(path)
+    writing = (mode is not None and _any(c in _str(mode) for c in "wax+")) or \
+        (mode is None and _isinstance(flags, _int) and flags & _wflags)
+    if writing and not _inside(p, rules[0]) and p != "/dev/null":
+        raise _PE(f"sandbox: writing outside the grading directory is refused: {p}")
+    if not writing and not _readable(p, rules):
+        raise _PE(f"sandbox: reading {p} is refused during grading")
+    if not _inside(p, rules[0]):
+        try:
+            mode_bits = _lstat(p).st_mode
+        except _OSError:
+            return
+        if _isdir(mode_bits):         # no directory fd outside: dir_fd paths stay inside
+            raise _PE(f"sandbox: opening the directory {p} is refused")
+
+
+def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=int, _str=str,
+                _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
+                _resolve=resolve, _inside=inside, _PE=PermissionError) -> None:
+    """The rule for path-changing events: every path they write is inside the work dir."""
+    ints = [a for a in args[1:] if _isinstance(a, _int) and not _isinstance(a, _bool)]
+    dir_fd = _len(args) > 1 and (_isinstance(args[-1], _int) and not _isinstance(args[-1], _bool)
+                                 or (event == "os.rename" and _len(ints) > 0))
+    for a in [args[i] for i in indices if i < _len(args)]:
+        if _type(a) is _int or a is None:
+            continue
+        if _type(a) not in _paths:
+            raise _PE(f"sandbox: {event} takes a str, bytes or pathlib path during grading")
+        text = a if _type(a) in (_str, _bytes) else _str(a)
+        if _isinstance(text, _bytes):
+            text = text.decode("utf-8", "surrogateescape")
+        if not _inside(_resolve(text), workdir):
+            raise _PE(f"sandbox: {event} outside the grading directory is refused")
+        if dir_fd and ".." in text.split("/"):
+            raise _PE(f"sandbox: {event} with dir_fd and a climbing path is refused")
+
+
+def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tuple,
+               hidden_types: tuple):
+    """The audit hook enforcing the sandbox's rules (its state is immutable defaults)."""
+    rules = (workdir.rstrip("/"), tuple(allow_read), tuple(deny_read), tuple(hard_deny),
+             posix.getpid())
+
+    def guard(event, args, _rules=rules, _hidden=hidden_types, _events=DENIED_EVENTS,
+              _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
+              _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
+              _resolve=resolve, _len=len, _type=type, _str=str, _bytes=bytes,
+              _isinstance=isinstance, _PE=PermissionError):
+        if event == "open":
+            return _open(args, _rules)
+        if event in _events or event.startswith(_prefixes):
+            raise _PE(f"sandbox: {event} is refused during grading")
+        if event == "import" and args[0] in _modules:
+            raise _PE(f"sandbox: importing {args[0]} is refused during grading")
+        if event == "object.__setattr__" or event == "object.__delattr__":
+            if args[0] in _hidden or (_len(args) > 1 and args[1] in
+                                      ("__code__", "__defaults__", "__kwdefaults__")):
+                raise _PE(f"sandbox: changing {args[1]!s} of a {_type(args[0]).__name__} is refused")
+            return
+        for name, indices in _writes:
+            if name == event:
+                return _write(event, args, indices, _rules[0])
+        if event in _reads and args and _isinstance(args[0], (_str, _bytes)):
+            if not _readable(_resolve(args[0]), _rules):
+                raise _PE(f"sandbox: listing {args[0]!s} is refused during grading")
+    return guard
+
+
+# -- hiding the reference ----------------------------------------------------
+
+def _stub(qualname: str):
+    def hidden(*args, **kwargs):
+        raise ReferenceHidden(f"the reference {qualname} is hidden during grading: "
+                              "write the step yourself")
+    hidden.__qualname__ = hidden.__name__ = qualname.rsplit(".", 1)[-1]
+    return hidden
+
+
+def _locate(target: str):
+    """``(module name, qualname, owner, object)`` of ``"module:Qual.name"``."""
+    module_name, _, qualname = target.partition(":")
+    owner = obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        owner, obj = obj, getattr(obj, part)
+    return module_name, qualname, owner, obj
+
+
+STUB_CODE = _stub("stub").__code__
+
+
+def _hide_class(cls, qualname: str, codes: list) -> None:
+    for name, value in list(vars(cls).items()):
+        fn = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        if isinstance(fn, types.FunctionType) and fn.__code__ is not STUB_CODE:
+            codes.append(weakref.ref(fn.__code__))
+            setattr(cls, name, _stub(f"{qualname}.{name}"))
+        elif isinstance(value, property):
+            if isinstance(value.fget, types.FunctionType) and value.fget.__code__ is not STUB_CODE:
+                codes.append(weakref.ref(value.fget.__code__))
+            setattr(cls, name, property(_stub(f"{qualname}.{name}")))
+
+
+def _hide_function(fn, qualname: str, owner, codes: list) -> None:
+    """Replace ``fn`` in its class (a method) or in every module that holds it."""
+    if fn.__code__ is STUB_CODE:
+        return
+    codes.append(weakref.ref(fn.__code__))
+    if isinstance(owner, type):
+        setattr(owner, qualname.rsplit(".", 1)[-1], _stub(qualname))
+        return
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", {})
+        for name in [n for n, v in list(namespace.items()) if v is fn]:
+            setattr(module, name, _stub(qualname))
+
+
+def hide(targets) -> tuple:
+    """Replace each hidden reference by stubs; return ``(hidden classes, source files)``.
+
+    Raises RuntimeError when a replaced function is still reachable afterwards.
+    """
+    codes, classes, files = [], [], []
+    for target in targets:
+        module_name, qualname, owner, obj = _locate(target)
+        module = sys.modules[module_name]
+        files += [os.path.realpath(f) for f in (getattr(module, "__file__", None),
+                                                getattr(module, "__cached__", None)) if f]
+        if isinstance(obj, type):
+            classes.append(obj)
+            _hide_class(obj, qualname, codes)
+        else:
+            _hide_function(obj, qualname, owner, codes)
+        obj = owner = None
+    import linecache
+    linecache.clearcache()
+    gc.collect()
+    alive = [ref() for ref in codes if ref() is not None]
+    leftovers = [f"{f.__module__}.{f.__qualname__}" for f in gc.get_objects()
+                 if isinstance(f, types.FunctionType) and any(f.__code__ is c for c in alive)]
+    if leftovers:
+        raise RuntimeError(f"cannot hide the reference: still reachable: {leftovers}")
+    return tuple(classes), tuple(files)
+
+
+# -- limits ---------------------------------------------------------------------
+
+def set_limits(limits: dict) -> None:
+    """Hard and soft rlimits from the job (``{"RLIMIT_AS": bytes, ...}``)."""
+    for name, value in limits.items():
+        if value is not None:
+            resource.setrlimit(getattr(resource, name), (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a too-large file is an error, not death
+
+
+def _alarm(signum, frame):
+    raise ScenarioTimeout(_alarm.seconds)
+
+
+# -- the child -------------------------------------------------------------------
+
+def _run_cell(cell: dict, namespace: dict):
+    filename = ANSWER_FILENAME.format(cell["id"]) if cell["kind"] == "answer" else \
+        f"<context cell {cell['id']}>"
+    exec(compile(cell["source"], filename, "exec"), namespace)
+
+
+def _run(job: dict, report: dict) -> None:
+    from . import exercise as exercise_module
+    from .legacy import spec_of
+    spec = spec_of(exercise_module(job["exercise"]), job["answer"])
+    checks = {c.name: c for c in spec.checks}
+    for target in spec.hidden:           # imported while its source is still readable
+        _locate(target)
+    set_limits(job["limits"])
+    from . import landlock
+    report["landlock"] = landlock.restrict(job["workdir"], job["landlock"])
+    for name in list(sys.modules):
+        if name in DENIED_MODULES or name.startswith("ctypes."):
+            del sys.modules[name]
+    os.chdir(job["workdir"])
+    guard_args = (job["workdir"], tuple(job["allow_read"]), tuple(job["deny_read"]))
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    for cell in [c for c in job["cells"] if c["kind"] == "context"]:
+        try:
+            _run_cell(cell, namespace)
+        except BaseException as exc:      # noqa: BLE001 - reported, not raised
+            report["internal"] = f"context cell {cell['id']} failed: {describe_exception(exc)}"
+            return
+    hidden_types, hidden_files = hide(spec.hidden)
+    sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types))
+    report["guarded"] = True
+    _run_student(job, spec, checks, namespace, report)
+
+
+def _run_student(job, spec, checks, namespace, report) -> None:
+    for cell in [c for c in job["cells"] if c["kind"] == "answer"]:
+        try:
+            _run_cell(cell, namespace)
+        except BaseException as exc:      # noqa: BLE001 - SystemExit too: the student's error
+            report["answer_error"] = describe_exception(exc)
+            return
+    if spec.answer not in namespace:
+        report["answer_error"] = f"your answer cells do not define {spec.answer}"
+        return
+    answer = namespace[spec.answer]
+    signal.signal(signal.SIGALRM, _alarm)
+    _alarm.seconds = job["scenario_timeout"]
+    results = report["results"] = {}
+    for k, name in enumerate(job["params"]):
+        directory = os.path.join(job["workdir"], "scenarios", str(k))
+        os.makedirs(directory)
+        signal.setitimer(signal.ITIMER_REAL, job["scenario_timeout"])
+        try:
+            results[name] = run_scenario(checks[name], answer, job["params"][name], directory)
+        except BaseException as exc:      # noqa: BLE001 - a timeout outside the scenario's try
+            results[name] = {"error": describe_exception(exc)}
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def child_main() -> None:
+    """Entry point in the grading child: read the job on stdin, report on its result fd."""
+    sys.dont_write_bytecode = True
+    job = json.loads(sys.stdin.read())
+    sys.stdin.close()
+    fd = job["result_fd"]
+    report = {"nonce": job["nonce"], "guarded": False}
+    try:
+        _run(job, report)
+    except BaseException as exc:          # noqa: BLE001 - whatever happened, report it
+        report.setdefault("internal", f"the sandbox failed: {describe_exception(exc)}")
+    data = json.dumps(report).encode()
+    while data:
+        data = data[os.write(fd, data):]
+    os._exit(0)

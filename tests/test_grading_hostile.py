@@ -1,0 +1,402 @@
+"""Hostile notebooks (built from exercise 5's pristine notebook) score 0 and leave nothing behind.
+
+Each answer cell below attacks the grader the way issue 10 lists: no-op checks,
+a forced report, reading the solutions, rewriting the grader's clean exercise
+copy, os._exit, an endless loop, writing outside the work dir, a background
+process, and inheriting / aliasing / delegating to the reference oracle; also
+sys.exit and exhausting memory.
+"""
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from percolator_ref import TimestampOracle
+from percolator_ref.grading import ex05_oracle
+from percolator_ref.grading.framework import run_scenario
+from percolator_ref.grading.grader import Limits, grade, grade_all
+from grading_helpers import REPO, pristine_path, solution_answer, student_notebook
+
+MARK = "987.6543"          # in the command line of any process a notebook tries to leave running
+WRONG_ORACLE = '''
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.next = first_timestamp
+
+    def get_timestamp(self):
+        self.next += 1
+        return self.next
+'''
+
+
+def canned_observations() -> dict:
+    """What the reference observes with the notebook's fixed secret 0 (a student could paste it)."""
+    params = ex05_oracle.exercise.params(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        return {c.name: run_scenario(c, TimestampOracle, params[c.name], tmp)
+                for c in ex05_oracle.exercise.checks}
+
+
+def hostile_answers(outside: Path, exercises_copy: Path) -> dict:
+    canned = json.dumps(canned_observations())
+    pristine = exercises_copy / pristine_path(5).name
+    return {
+        "no-op checks and canned observations": WRONG_ORACLE + f'''
+import json
+from percolator_ref import grading
+from percolator_ref.grading import framework, sandbox, battery
+CANNED = json.loads({canned!r})
+sandbox.run_scenario = framework.run_scenario = lambda check, answer, p, d: CANNED[check.name]
+framework.judge = lambda check, result, p: battery.Result(check.name, True)
+grading.check = lambda n, impl: None
+''',
+        "forced Report.passed and a fake log line": WRONG_ORACLE + '''
+import os, sys
+battery = sys.modules["percolator_ref.grading.battery"]
+battery.Report.passed = property(lambda self: True)
+print("8/8 checks passed")
+for fd in range(3, 12):
+    try:
+        os.write(fd, b'{"results": {}, "guarded": true, "passed": true}')
+    except OSError:
+        pass
+''',
+        "reads and runs the solution": WRONG_ORACLE + f'''
+import json, pathlib, percolator_ref
+root = pathlib.Path(percolator_ref.__file__).resolve().parents[1]
+nb = json.loads((root / "solutions" / "05_timestamp_oracle.ipynb").read_text())
+for cell in nb["cells"]:
+    if "BEGIN SOLUTION" in "".join(cell["source"]):
+        exec("".join(cell["source"]))      # replaces the wrong Oracle above
+''',
+        "rewrites the grader's clean exercise copy": WRONG_ORACLE + f'''
+import json
+path = {str(pristine)!r}
+cells = [{{"cell_type": "code", "id": "x", "metadata": {{}}, "source": "", "outputs": [],
+          "execution_count": None}}]
+open(path, "w").write(json.dumps({{"cells": cells, "metadata": {{"percolator": {{"exercise": 5}}}},
+                                  "nbformat": 4, "nbformat_minor": 5}}))
+''',
+        "calls os._exit(0)": WRONG_ORACLE + "\nimport os\nos._exit(0)\n",
+        "loops forever": WRONG_ORACLE + "\nwhile True:\n    pass\n",
+        "segfaults": WRONG_ORACLE + "\nimport faulthandler\nfaulthandler._sigsegv()\n",
+        "calls sys.exit(0)": WRONG_ORACLE + "\nimport sys\nsys.exit(0)\n",
+        "exhausts memory": WRONG_ORACLE + "\nhog = []\nwhile True:\n    hog.append(bytearray(50 * 2**20))\n",
+        "writes outside its work dir": WRONG_ORACLE + f'''
+import os, pathlib, shutil
+target = {str(outside)!r}
+attempts = [
+    lambda: open(target + "/open.txt", "w").write("x"),
+    lambda: pathlib.Path(target, "pathlib.txt").write_text("x"),
+    lambda: os.close(os.open(target + "/osopen.txt", os.O_WRONLY | os.O_CREAT)),
+    lambda: shutil.copyfile(__file__ if "__file__" in globals() else "/etc/hostname", target + "/copy.txt"),
+    lambda: (open("mine.txt", "w").write("x"), os.rename("mine.txt", target + "/renamed.txt")),
+    lambda: (os.symlink(target, "link"), open("link/symlinked.txt", "w").write("x")),
+    lambda: os.close(os.open("dirfd.txt", os.O_WRONLY | os.O_CREAT, dir_fd=os.open(target, os.O_RDONLY))),
+    lambda: os.mkdir(target + "/made"),
+    lambda: open("/proc/self/cwd/../../../" + target.lstrip("/") + "/climb.txt", "w").write("x"),
+]
+for attempt in attempts:
+    try:
+        attempt()
+    except Exception:
+        pass
+''',
+        "leaves a background process running": WRONG_ORACLE + f'''
+import os, threading, time
+attempts = [
+    lambda: __import__("subprocess").Popen(["sleep", "{MARK}"]),
+    lambda: os.system("sleep {MARK} &"),
+    lambda: os.posix_spawn("/bin/sleep", ["sleep", "{MARK}"], dict()),
+    lambda: os.fork(),
+    lambda: __import__("multiprocessing").Process(target=time.sleep, args=({MARK},)).start(),
+]
+for attempt in attempts:
+    try:
+        if attempt() == 0:
+            os.execv("/bin/sleep", ["sleep", "{MARK}"])
+    except Exception:
+        pass
+threading.Thread(target=time.sleep, args=({MARK},)).start()
+''',
+        "inherits the reference": '''
+from percolator_ref import TimestampOracle
+
+
+class Oracle(TimestampOracle):
+    pass
+''',
+        "aliases the reference": '''
+from percolator_ref.oracle import TimestampOracle as Oracle
+''',
+        "aliases the reference's methods": '''
+from percolator_ref import TimestampOracle
+
+
+class Oracle:
+    __init__ = TimestampOracle.__init__
+    get_timestamp = TimestampOracle.get_timestamp
+''',
+        "delegates to super()": '''
+from percolator_ref import TimestampOracle
+
+
+class Oracle(TimestampOracle):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+
+    def get_timestamp(self):
+        return super().get_timestamp()
+''',
+        "delegates to a wrapped reference at run time": '''
+from percolator_ref import TimestampOracle
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.inner = TimestampOracle(state_path, first_timestamp, range_size)
+        self.calls = 0
+
+    def get_timestamp(self):
+        self.calls += 1
+        ts = self.inner.get_timestamp()
+        return ts
+''',
+        "digs the reference back out": '''
+import gc, importlib, types
+import percolator_ref.oracle as reference
+try:
+    importlib.reload(reference)
+except Exception:
+    pass
+found = [f for f in gc.get_objects() if isinstance(f, types.FunctionType)
+         and f.__qualname__ == "TimestampOracle.get_timestamp" and "hidden" not in f.__name__]
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.inner = reference.TimestampOracle(state_path, first_timestamp, range_size)
+
+    def get_timestamp(self):
+        fn = found[0] if found else type(self.inner).get_timestamp
+        ts = fn(self.inner)
+        return ts
+''',
+    }
+
+
+def session_processes_with(mark: str) -> list:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if mark in cmdline and "pytest" not in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def arena(tmp_path, monkeypatch):
+    """A private exercises copy, an outside folder to protect, and the grader's temp dir."""
+    exercises = tmp_path / "exercises"
+    shutil.copytree(REPO / "exercises", exercises)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    gradetmp = tmp_path / "gradetmp"
+    gradetmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(gradetmp))
+    return {"exercises": exercises, "outside": outside, "gradetmp": gradetmp,
+            "subs": tmp_path / "subs", "answers": hostile_answers(outside, exercises)}
+
+
+HOSTILE = list(hostile_answers(Path("/x"), Path("/x")))
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_notebook_scores_zero_and_leaves_nothing(name, arena):
+    before = digest(arena["exercises"])
+    arena["subs"].mkdir()
+    path = student_notebook(arena["subs"] / "evil.ipynb", 5, arena["answers"][name])
+    g = grade(path, arena["exercises"], Limits(timeout=4, scenario_timeout=2))
+    assert g.total == 8 and g.n_passed == 0, g.summary()
+    assert all(r.reason for r in g.checks), g.summary()
+    assert list(arena["outside"].iterdir()) == []
+    assert list(arena["gradetmp"].iterdir()) == []          # its work dir is gone too
+    assert digest(arena["exercises"]) == before
+    assert session_processes_with(MARK) == []
+
+
+def test_reasons_name_the_attack(arena):
+    arena["subs"].mkdir()
+    answers = arena["answers"]
+    limits = Limits(timeout=3, scenario_timeout=2)
+    names = ["calls os._exit(0)", "loops forever", "inherits the reference",
+             "aliases the reference", "delegates to super()", "reads and runs the solution",
+             "delegates to a wrapped reference at run time", "segfaults"]
+    paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answers[n]) for i, n in enumerate(names)]
+    exits, loops, inherits, aliases, delegates, reads, wraps, segfaults = grade_all(
+        paths, arena["exercises"], limits, jobs=2)
+    assert "exited with status 0 before reporting" in exits.problems[0]
+    assert "timed out after 3 s" in loops.problems[0]
+    assert "inherits from the reference TimestampOracle" in inherits.problems[0]
+    assert "does not define get_timestamp itself" in " ".join(inherits.problems)
+    assert aliases.problems == ["Oracle is imported (line 2) instead of written as a class in "
+                                "your answer cell: the graded code must be your own"]
+    assert "only calls super().get_timestamp(...)" in " ".join(delegates.problems)
+    assert "solutions/05_timestamp_oracle.ipynb is refused" in reads.problems[0]
+    assert "the reference TimestampOracle.__init__ is hidden during grading" in wraps.checks[0].reason
+    assert "crashed (segmentation fault)" in segfaults.problems[0]
+
+
+def test_next_students_untouched_stub_still_scores_zero(arena):
+    arena["subs"].mkdir()
+    evil = student_notebook(arena["subs"] / "a_evil.ipynb", 5,
+                            arena["answers"]["rewrites the grader's clean exercise copy"])
+    stub = arena["subs"] / "b_untouched.ipynb"
+    shutil.copy(pristine_path(5), stub)
+    first, second = grade_all([evil, stub], arena["exercises"], Limits(timeout=10))
+    assert first.n_passed == 0 and second.n_passed == 0
+    assert "NotImplementedError: Exercise 5" in second.checks[0].reason
+
+
+def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
+    subs = arena["subs"]
+    subs.mkdir()
+    for i, (name, answer) in enumerate(arena["answers"].items()):
+        student_notebook(subs / f"evil{i:02d}.ipynb", 5, answer, student=f"evil {name}")
+    student_notebook(subs / "zz_good.ipynb", 5, solution_answer(5), student="=good student")
+    before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
+                            text=True).stdout
+    out, gs = tmp_path / "scores.csv", tmp_path / "results.json"
+    env = dict(os.environ, TMPDIR=str(arena["gradetmp"]), PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out), "-j", "2",
+         "--timeout", "4", "--scenario-timeout", "2", "--exercises", str(arena["exercises"]),
+         "--gradescope", str(gs)], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == len(arena["answers"]) + 1
+    good = [r for r in rows if r["notebook"].endswith("zz_good.ipynb")]
+    assert good[0]["student"] == "'=good student"            # no spreadsheet formula
+    assert (good[0]["checks_passed"], good[0]["checks_total"], good[0]["score"]) == ("8", "8", "1.000")
+    for row in rows:
+        if row is not good[0]:
+            assert row["checks_passed"] == "0" and row["score"] == "0.000", row
+    assert len(json.loads(gs.read_text())["tests"]) == 8 * len(rows)
+    assert f"1/{len(rows)} notebooks passed" in proc.stdout
+    assert list(arena["outside"].iterdir()) == [] and list(arena["gradetmp"].iterdir()) == []
+    assert session_processes_with(MARK) == []
+    after = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
+                           text=True).stdout
+    assert after == before
+
+
+# -- the guard's rules, called directly (installing the hook here would be permanent) ---------
+
+def test_guard_rules_for_open_and_path_events(tmp_path, monkeypatch):
+    from percolator_ref.grading.sandbox import check_open, check_write, readable
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    secret = tmp_path / "repo"
+    (secret / "solutions").mkdir(parents=True)
+    (secret / "percolator_ref").mkdir()
+    os.symlink(tmp_path, work / "escape")
+    rules = (str(work), (str(secret / "percolator_ref"),), (str(secret),), (str(tmp_path / "hard"),),
+             os.getpid())
+    check_open((str(work / "sub" / "ok.txt"), "w", 0), rules)               # inside: allowed
+    check_open((str(secret / "percolator_ref" / "x.py"), "r", 0), rules)    # allowed subtree
+    refused = [
+        ((str(tmp_path / "out.txt"), "w", 0), "writing outside"),
+        ((str(work / "escape" / "out.txt"), "w", 0), "writing outside"),     # through a symlink
+        ((str(work / "sub" / ".." / ".." / "out.txt"), None, os.O_WRONLY | os.O_CREAT), "writing outside"),
+        ((str(secret / "solutions" / "05.ipynb"), "r", 0), "reading"),
+        ((str(tmp_path / "hard" / "x"), "rb", 0), "reading"),
+        ((f"/proc/{os.getppid()}/environ", "r", 0), "reading"),
+        ((str(tmp_path), None, os.O_RDONLY), "opening the directory"),
+        ((_Sneaky(), "w", 0), "takes a str, bytes or pathlib path"),
+    ]
+    for args, message in refused:
+        with pytest.raises(PermissionError, match=message):
+            check_open(args, rules)
+    assert readable(str(work / "anything"), rules) and not readable(str(secret / "x"), rules)
+    check_write("os.rename", (str(work / "a"), str(work / "b"), None, None), (0, 1), str(work))
+    with pytest.raises(PermissionError, match="outside the grading directory"):
+        check_write("os.rename", (str(work / "a"), str(tmp_path / "b"), None, None), (0, 1), str(work))
+    (work / "sub" / "deep").mkdir()
+    monkeypatch.chdir(work / "sub" / "deep")
+    check_write("os.remove", ("x", 5), (0,), str(work))                    # dir_fd, plain name
+    with pytest.raises(PermissionError, match="climbing path"):
+        check_write("os.remove", ("../x", 5), (0,), str(work))
+
+
+class _Sneaky:
+    """A path that could answer differently to the check and to the open."""
+    def __fspath__(self):
+        return "/tmp/innocent"
+
+
+def test_the_grade_records_its_sandbox(tmp_path):
+    g = grade(student_notebook(tmp_path / "good.ipynb", 5, solution_answer(5)))
+    assert g.passed
+    assert g.sandbox.startswith(("landlock ABI ", "unavailable: ")), g.sandbox
+
+
+HIDE_PROBE = '''
+import sys
+sys.path.insert(0, sys.argv[1])
+from percolator_ref.grading.framework import ReferenceHidden
+from percolator_ref.grading.sandbox import hide
+from percolator_ref import TimestampOracle, cleanup, transaction
+
+
+class Mine(TimestampOracle):
+    def get_timestamp(self):
+        return 42
+
+
+hide(["percolator_ref.oracle:TimestampOracle.get_timestamp",
+      "percolator_ref.cleanup:backoff_and_maybe_cleanup_lock"])
+assert Mine(None).get_timestamp() == 42                     # the student's override still runs
+for call in (lambda: TimestampOracle(None).get_timestamp(),
+             lambda: cleanup.backoff_and_maybe_cleanup_lock(None, None, None, 0)):
+    try:
+        call()
+    except ReferenceHidden as exc:
+        print("hidden:", exc)
+    else:
+        raise SystemExit("the reference still runs")
+hide(["percolator_ref.oracle:TimestampOracle"])
+try:
+    TimestampOracle(None)
+except ReferenceHidden as exc:
+    print("hidden:", exc)
+'''
+
+
+def test_hide_replaces_methods_functions_and_classes():
+    """In a separate interpreter: hiding is for good."""
+    proc = subprocess.run([sys.executable, "-c", HIDE_PROBE, str(REPO)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [
+        "hidden: the reference TimestampOracle.get_timestamp is hidden during grading: write the step yourself",
+        "hidden: the reference backoff_and_maybe_cleanup_lock is hidden during grading: write the step yourself",
+        "hidden: the reference TimestampOracle.__init__ is hidden during grading: write the step yourself"]

@@ -1,0 +1,209 @@
+"""Exercise 5 (timestamp oracle): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check.
+"""
+
+WRONG = {
+    "forgets to read the mark at a restart (starts again at first_timestamp)": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path = state_path
+        self.range_size = range_size
+        self.next = first_timestamp
+        self.limit = first_timestamp
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path:
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.limit))
+        ts = self.next
+        self.next += 1
+        return ts
+''',
+    "persists the range end only once the range is used up": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.path = state_path
+        self.size = range_size
+        start = first_timestamp
+        if state_path and os.path.exists(state_path):
+            start = max(start, int(open(state_path).read()))
+        self.next = start
+        self.end = start + range_size          # my first range
+
+    def get_timestamp(self):
+        ts = self.next
+        self.next += 1
+        if self.next == self.end:              # range finished: save it and take the next one
+            if self.path:
+                with open(self.path, "w") as f:
+                    f.write(str(self.end))
+            self.end += self.size
+        return ts
+''',
+    "writes the mark on every call (no ranges)": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path = state_path
+        self.next = first_timestamp
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                self.next = max(first_timestamp, int(f.read()))
+
+    def get_timestamp(self):
+        ts = self.next
+        self.next += 1
+        if self.state_path is not None:
+            with open(self.state_path, "w") as f:
+                f.write(str(self.next))        # safe: never reissued
+        return ts
+''',
+    "saves the start of the range instead of its end": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        saved = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                saved = int(f.read())
+        self.next = max(first_timestamp, saved)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            if self.state_path is not None:
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.next))     # where this range begins
+            self.limit = self.next + self.range_size
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "saves the last timestamp of the range (inclusive) and restarts on it": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        highest = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                highest = int(f.read())
+        self.next = max(first_timestamp, highest)
+        self.highest = self.next - 1
+
+    def get_timestamp(self):
+        if self.next > self.highest:
+            self.highest = self.next + self.range_size - 1      # highest allocated timestamp
+            if self.state_path is not None:
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.highest))
+        ts = self.next
+        self.next += 1
+        return ts
+''',
+    "prefers the mark over first_timestamp whenever a mark exists": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                self.next = int(f.read())          # restarting: continue from the mark
+        else:
+            self.next = first_timestamp
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.limit))
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "assumes there is always a state file": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if os.path.exists(str(state_path)):
+            mark = int(open(state_path).read())
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            with open(self.state_path, "w") as f:
+                f.write(str(self.limit))
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "keeps using the persisted range after a restart": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        self.next = first_timestamp
+        self.limit = first_timestamp
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                self.limit = int(f.read())          # that range is already allocated: use it
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.limit))
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "appends each new mark to the state file": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                with open(self.state_path, "a") as f:      # keep a log of the marks
+                    f.write(f"{self.limit}\\n")
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+}
