@@ -27,7 +27,8 @@ CORE = ["bigtable.py", "model.py", "step.py", "session.py", "rows.py", "transact
 
 
 # Names that start with "_" but are public protocols of other libraries.
-PUBLIC_PROTOCOLS = {"_replace", "_asdict", "_fields", "_make", "_ipython_display_"}
+PUBLIC_PROTOCOLS = {"_replace", "_asdict", "_fields", "_make", "_ipython_display_",
+                    "_exit"}     # os._exit: the standard way out of a forked child
 
 
 def is_public_protocol(name: str) -> bool:
