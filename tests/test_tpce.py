@@ -1,5 +1,6 @@
 """The TPC-E-style workload: invariants after short runs, the broker fix, JSON output."""
 import json
+import random
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_broker_fix_leaves_side_rows_until_aggregated(aggregation):
     t = cluster.begin()
     tpce.trade_order(t, "A0000", "S00", 10, True, None, "T99999999")
     assert t.commit()
-    assert w.execute("trade_result", ("T99999999", True), tpce.random.Random(0))
+    assert w.execute("trade_result", ("T99999999", True), random.Random(0))
     w.stats.committed["trade_order"] += 1
     assert any("not aggregated" in v for v in w.check_invariants())
     w.aggregate()
