@@ -38,32 +38,19 @@ WAIT_SECONDS = 10          # a schedule step that takes longer than this is a bu
 class EarlyCommitTimestamp(Transaction):
     """BROKEN on purpose: takes ``commit_ts`` before its prewrites (violates §2.3).
 
-    Otherwise Figure 6's commit: prewrite every cell (primary first), set the
-    notifications, commit the primary, then the secondaries; it reuses the
-    core's steps and only moves the oracle call to the front.
+    Otherwise Figure 6's commit, run by the core itself: this class only takes
+    the timestamp first and hands it to the core's oracle call, which comes
+    after the prewrites.
     """
 
     def two_phase_commit(self) -> bool:
-        if not self.writes and not self.notifies:
-            return True
-        self.commit_ts = self.session.timestamp()        # too early: no lock written yet
-        mutations = list(self.writes.values())
-        primary = mutations[0].cell if mutations else None
-        for i, m in enumerate(mutations):
-            if not self.prewrite(m, primary):
-                self.commit_ts = None
-                self.roll_back_own(mutations[:i])
-                return False
-        self.write_notifications(mutations[1:])
-        self.phase = "commit-point"
-        if mutations and not self.commit_primary(mutations[0]):
+        if self.writes or self.notifies:
+            self.commit_ts = early = self.session.timestamp()   # too early: no lock written yet
+            self.session.timestamp = lambda: early      # the core's own call, after the locks
+        committed = super().two_phase_commit()
+        if not committed:
             self.commit_ts = None
-            self.roll_back_own(mutations[1:])
-            return False
-        self.phase = "secondaries"
-        for m in mutations[1:]:
-            self.commit_secondary(m)
-        return True
+        return committed
 
 
 class ParkAfterCommitTimestamp:
