@@ -1,0 +1,587 @@
+"""Exercise 6 (observers): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check.
+"""
+
+WRONG = {
+    "puts the acknowledgement in the write buffer after the observer's writes": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import WriteKind, notify_col
+from percolator_ref.step import Step
+from percolator_ref.transaction import Mutation
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        observer.fn(txn, row, observer.column)
+        ack = observer.ack_cell(row)           # record that the work is done
+        txn.writes[ack] = Mutation(ack, WriteKind.PUT, txn.start_ts)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "forgets registered_ts (an old write triggers a new observer)": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is None:
+            break
+        cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+        attempt += 1
+    if notified is None:
+        return None
+    if acked.value is not None and notified[0] < acked.value:
+        return None
+    return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "treats a write committed at registered_ts as older than the observer (<=)": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    for attempt in range(1000):
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is None:
+            break
+        cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+    if notified is None:
+        return None
+    ts = notified[0]
+    if ts <= observer.registered_ts:          # from before the observer was registered
+        return None
+    if acked.value is not None and ts <= acked.value:
+        return None
+    return ts
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "compares the notification with when the ack was committed, not its value": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        # acked.version is when the last run committed: anything before it is done
+        if acked.version is not None and notified[0] < acked.version:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "gives up when the run's commit conflicts (no retry)": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    txn = cluster.begin(client=client)
+    if pending_notification(txn, observer, row) is None:
+        txn.commit()
+        return False
+    txn.acknowledge(observer.ack_cell(row))
+    try:
+        observer.fn(txn, row, observer.column)
+    except Exception:
+        txn.abandon()
+        raise
+    return txn.commit(crash_after=crash_after)      # the notification stays if we lose
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "never looks at the acknowledgement (runs for every notification it finds)": '''
+from types import SimpleNamespace
+
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+        notified = rt.read(notify_col(observer.column), txn.start_ts)
+    if notified is None or notified[0] < observer.registered_ts:
+        return None
+    return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "reads the newest notification, even one above start_ts": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column))        # the latest notification
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "erases the notification before the run commits": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        ts = pending_notification(txn, observer, row)
+        if ts is None:
+            txn.commit()
+            return False
+        # taken: remove the notification so no other worker picks it up
+        cluster.bigtable.erase(observer.table, row, notify_col(observer.column), ts)
+        txn.acknowledge(observer.ack_cell(row))
+        observer.fn(txn, row, observer.column)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "commits the acknowledgement in its own transaction, then runs the observer": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        claim = cluster.begin(client=client)
+        if pending_notification(claim, observer, row) is None:
+            claim.commit()
+            return False
+        claim.acknowledge(observer.ack_cell(row))     # claim the notification first
+        if not claim.commit():
+            claim.session.backoff(attempt)
+            attempt += 1
+            continue
+        work = cluster.begin(client=client)
+        observer.fn(work, row, observer.column)
+        return work.commit(crash_after=crash_after)
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "reads the acknowledgement's data column directly (an uncommitted ack counts)": '''
+from types import SimpleNamespace
+
+from percolator_ref.model import data_col, notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+        notified = rt.read(notify_col(observer.column), txn.start_ts)
+        acked = rt.read(data_col(ack.column), txn.start_ts)      # (ts, start of the last run)
+    if notified is None or notified[0] < observer.registered_ts:
+        return None
+    if acked is not None and notified[0] < acked[1]:
+        return None
+    return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "catches the observer's exception and commits the run anyway": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception as exc:                 # keep the worker alive
+            print("observer failed:", exc)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "retries the observer without checking the notification again": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    txn = cluster.begin(client=client)
+    if pending_notification(txn, observer, row) is None:
+        txn.commit()
+        return False
+    attempt = 0
+    while True:                                  # it is pending: run until it commits
+        txn.acknowledge(observer.ack_cell(row))
+        observer.fn(txn, row, observer.column)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+        txn = cluster.begin(client=client)
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+    "runs the observer once per write it was notified of (no collapsing)": '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+
+
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is not None:
+            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+            attempt += 1
+            continue
+        if notified is None or notified[0] < observer.registered_ts:
+            return None
+        if acked.value is not None and notified[0] < acked.value:
+            return None
+        return notified[0]
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        notes = cluster.bigtable.versions(observer.table, row, notify_col(observer.column))
+        for ts, _ in notes:                      # every write gets its run
+            observer.fn(txn, row, observer.column)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+''',
+}

@@ -1,0 +1,295 @@
+"""Exercise 7 (broker hotspot): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check.
+"""
+
+WRONG = {
+    "keeps the running volume on the broker row (the hotspot itself)": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    volume = txn.get(broker, "volume", table=BROKERS) or 0
+    txn.set(broker, "volume", volume + amount, table=BROKERS)
+
+
+def aggregate(cluster, broker):
+    return 0                                  # nothing to fold: the volume is always current
+
+
+def broker_volume(txn, broker):
+    return txn.get(broker, "volume", table=BROKERS) or 0
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "reads the broker row in every trade (to store a running total with it)": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    # keep the broker's volume at the time of the trade with it, for reports
+    before = txn.get(broker, "volume", table=BROKERS) or 0
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+    txn.set(f"{broker}/{trade_id}", "volume_before", before, table=SIDE)
+
+
+def _pending(txn, broker):
+    rows = txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+    return [(row, column, value) for row, column, value in rows if column == "amount"]
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    for row, _, _ in pending:
+        t.delete(row, "amount", table=SIDE)
+        t.delete(row, "volume_before", table=SIDE)
+    return len(pending) if t.commit() else 0
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "folds the side rows but never deletes them": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    volume = t.get(broker, "volume", table=BROKERS) or 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+    return len(pending) if t.commit() else 0
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "folds in one transaction, then deletes what a new scan finds": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    if not t.commit():
+        return 0
+    cleanup = cluster.begin()                 # now empty the side table
+    for row, column, _ in _pending(cleanup, broker):
+        cleanup.delete(row, column, table=SIDE)
+    cleanup.commit()
+    return len(pending)
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "deletes the side rows first, then adds them up in a second transaction": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+
+
+def aggregate(cluster, broker):
+    take = cluster.begin()                    # claim the rows, so nobody folds them twice
+    pending = _pending(take, broker)
+    if not pending:
+        return 0
+    for row, column, _ in pending:
+        take.delete(row, column, table=SIDE)
+    if not take.commit():
+        return 0
+    add = cluster.begin()
+    add.set(broker, "volume", (add.get(broker, "volume", table=BROKERS) or 0)
+            + sum(v for _, _, v in pending), table=BROKERS)
+    add.commit()
+    return len(pending)
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "picks the broker's side rows by name prefix (B4 also takes B47's)": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return [(row, column, value) for row, column, value in txn.scan(SIDE)
+            if row.startswith(broker)]
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
+    return len(pending) if t.commit() else 0
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "reports only the folded volume (pending trades ignored)": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = t.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
+    return len(pending) if t.commit() else 0
+
+
+def broker_volume(txn, broker):
+    return txn.get(broker, "volume", table=BROKERS) or 0      # the aggregator keeps it current
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "reads in one transaction and writes the new volume in another": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+
+
+def aggregate(cluster, broker):
+    look = cluster.begin()                    # a read-only look first: cheap
+    pending = _pending(look, broker)
+    volume = look.get(broker, "volume", table=BROKERS) or 0
+    look.commit()
+    if not pending:
+        return 0
+    write = cluster.begin()
+    write.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        write.delete(row, column, table=SIDE)
+    return len(pending) if write.commit() else 0
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+    "returns how many rows it saw even when its commit lost": '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+
+
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+
+
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+
+
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if pending:
+        t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+              + sum(v for _, _, v in pending), table=BROKERS)
+        for row, column, _ in pending:
+            t.delete(row, column, table=SIDE)
+    t.commit()
+    return len(pending)
+
+
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+
+
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+''',
+}
