@@ -1,180 +1,297 @@
-"""Exercise 2: prewrite (Figure 6, Prewrite).
+"""Exercise 2: prewrite (Figure 6's Prewrite), as scenarios + verdicts.
 
-The student overrides ``Transaction.prewrite(self, m, primary) -> bool``:
-in one row transaction, abort on a write record at or after ``start_ts`` or
-on a lock at any timestamp; else write the data (for a PUT) and a lock at
-``start_ts``. Commit, reads and cleanup are the reference implementation.
+The student subclasses :class:`~percolator_ref.Transaction` as
+``PrewriteTransaction`` and overrides ``prewrite(self, m, primary) -> bool``:
+lock one buffered mutation ``m`` for the commit, or report a conflict. The
+reference ``commit`` calls it for every written cell, primary first, and
+rolls back the locks already written when one returns False.
+
+The reference ``prewrite`` and ``prewrite_writes`` (what a prewrite writes)
+are hidden while grading, so the worlds are written cell by cell
+(:mod:`.protocol_world`) and observed through ``commit()``, direct calls of
+``prewrite`` and the cells. Timestamps and balances come from the per-run secret.
 """
 from __future__ import annotations
 
-from percolator_ref import Transaction
-from percolator_ref.model import Cell, Lock, WriteKind, data_col, lock_col, write_col
+from percolator_ref.model import lock_col
 
-from .battery import Battery
-from .scenarios import commit, expect, locks, new_cluster, prewrite_only, read, write_records
+from .framework import Exercise, outcome, plain, require
+from .protocol_world import (TABLE, Once, World, amounts, is_write, locks, returned, said, show,
+                             timeline, value_at)
 
-battery = Battery(2, "prewrite")
-reference = Transaction
+exercise = Exercise(
+    2, "prewrite", answer="PrewriteTransaction",
+    graded={"PrewriteTransaction": ("prewrite",)},
+    hidden=("percolator_ref.transaction:Transaction.prewrite",
+            "percolator_ref.transaction:Transaction.prewrite_writes"))
 
-
-def _lock(c, row, column):
-    versions = c.bigtable.versions("default", row, lock_col(column))
-    return versions[0] if versions else None
-
-
-@battery.check("a transfer commits and is readable")
-def _transfer(cls):
-    c = new_cluster()
-    t = commit(c, {("Bob", "bal"): 3, ("Joe", "bal"): 9}, cls=cls)
-    expect(t.outcome, True, "commit()")
-    expect((read(c, "Bob", "bal"), read(c, "Joe", "bal")), (3, 9), "balances after commit")
-    expect(locks(c), [], "locks after commit")
+PRIMARY = [TABLE, "Bob", "bal"]
 
 
-@battery.check("data and a lock at start_ts; the lock names the primary")
-def _data_and_lock(cls):
-    c = new_cluster()
-    t = prewrite_only(c, {("Bob", "bal"): 3, ("Joe", "bal"): 9}, cls=cls)
-    expect(c.bigtable.versions("default", "Bob", data_col("bal")), [(t.start_ts, 3)], "Bob.bal:data")
-    expect(c.bigtable.versions("default", "Joe", data_col("bal")), [(t.start_ts, 9)], "Joe.bal:data")
-    primary = Cell("default", "Bob", "bal")
-    for row, is_primary in (("Bob", True), ("Joe", False)):
-        found = _lock(c, row, "bal")
-        assert found is not None, f"no lock on {row}.bal after prewrite"
-        ts, lock = found
-        expect(ts, t.start_ts, f"timestamp of the lock on {row}.bal")
-        expect((tuple(lock.primary), lock.is_primary, lock.client, lock.start_ts),
-               (tuple(primary), is_primary, t.client, t.start_ts),
-               f"lock on {row}.bal (primary, is_primary, client, start_ts)")
+def _p(*stamps, values=("b0", "j0", "b1", "j1", "b2", "j2")):
+    return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *values))
 
 
-@battery.check("a delete locks with kind DELETE and writes no data")
-def _delete(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10})
-    t = cls(c)
+def _observe(w, t, **more) -> dict:
+    return dict(more, commit_ts=plain(t.commit_ts), cells=w.cells())
+
+
+def _prewrite_all(t) -> list:
+    """Call the student's prewrite on every buffered mutation, primary first."""
+    mutations = list(t.writes.values())
+    return [outcome(t.prewrite, m, mutations[0].cell) for m in mutations]
+
+
+def _nothing_left(obs, start: int, rule: str, rows=("Bob", "Joe")) -> None:
+    """After an abort, no lock and no data of the transaction that started at ``start``."""
+    cells = obs.get("cells") if isinstance(obs, dict) else None
+    for row in rows:
+        for kind in ("lock", "data"):
+            found = value_at(cells, row, f"bal:{kind}", start)
+            require(found is None, f"{rule}; your {kind} at {start} is left on {row}.bal: a "
+                                   f"prewrite that finds a conflict writes nothing")
+
+
+# -- 1. what a prewrite writes ----------------------------------------------------------
+
+@exercise.scenario("a transfer over older versions commits: data, then write records, no lock",
+                   params=_p("s0", "c0", "s1", "c1", "s"))
+def _transfer(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    w.committed({("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}, p["s1"], p["c1"])
+    t = w.begin(Answer, p["s"])
+    t.set("Bob", "bal", p["b2"])
+    t.set("Joe", "bal", p["j2"])
+    return _observe(w, t, commit=outcome(t.commit))
+
+
+@exercise.verdict("a transfer over older versions commits: data, then write records, no lock")
+def _transfer_ok(obs, p):
+    require(returned(obs.get("commit"), True),
+            f"Bob.bal and Joe.bal were last committed at {p['c1']}, before your start_ts {p['s']}, "
+            f"and are not locked: no conflict, so every prewrite succeeds and commit() returns "
+            f"True; it {said(obs.get('commit'))}")
+    c, cells = obs.get("commit_ts"), obs.get("cells")
+    require(type(c) is int and c > p["s"], f"malformed observations (commit_ts {c!r})")
+    for row, value in (("Bob", p["b2"]), ("Joe", p["j2"])):
+        data = value_at(cells, row, "bal:data", p["s"])
+        require(data == value,
+                f"prewrite writes the data at start_ts {p['s']} (Figure 4: '7: $3'): {row}.bal "
+                f"must hold {value} at {p['s']}, it holds {show(data)}")
+        require(is_write(value_at(cells, row, "bal:write", c), p["s"]),
+                f"after the commit {row}.bal has a write record at {c} pointing at {p['s']}; it "
+                f"has {show(value_at(cells, row, 'bal:write', c))}: write the lock at start_ts "
+                f"{p['s']} so the commit can find it")
+    require(locks(cells) == [], f"after the commit no lock may remain; left: {locks(cells)} "
+                                f"(the lock belongs at start_ts {p['s']})")
+
+
+@exercise.scenario("prewrite writes data and a lock at start_ts, every lock naming the primary",
+                   params=_p("s"))
+def _locks(Answer, p, ctx):
+    w = World(p["t0"])
+    t = w.begin(Answer, p["s"])
+    t.set("Bob", "bal", p["b1"])
+    t.set("Joe", "bal", p["j1"])
+    t.set("Ann", "bal", p["b2"], table="log")
+    return {"prewrites": _prewrite_all(t), "cells": w.cells()}
+
+
+@exercise.verdict("prewrite writes data and a lock at start_ts, every lock naming the primary")
+def _locks_ok(obs, p):
+    s, cells = p["s"], obs.get("cells")
+    results = obs.get("prewrites")
+    require(isinstance(results, list) and len(results) == 3, "malformed observations")
+    targets = (("Bob", TABLE, p["b1"]), ("Joe", TABLE, p["j1"]), ("Ann", "log", p["b2"]))
+    for result, (row, table, value) in zip(results, targets):
+        require(returned(result, True), f"nothing conflicts with {row}.bal (an empty table): "
+                                        f"prewrite must return True; it {said(result)}")
+        data = value_at(cells, row, "bal:data", s, table)
+        require(data == value, f"prewrite writes the data at start_ts {s}: {row}.bal must hold "
+                               f"{value} at {s}, it holds {show(data)}")
+        _lock_ok(value_at(cells, row, "bal:lock", s, table), row, s, row == "Bob")
+
+
+def _lock_ok(lock, row: str, s: int, is_primary: bool, kind: str = "data") -> None:
+    require(isinstance(lock, dict) and lock.get("lock") is True,
+            f"prewrite locks the cell at start_ts {s}: {row}.bal has no lock at {s} "
+            f"({show(lock)})")
+    require(lock.get("primary") == PRIMARY,
+            f"every lock names the primary cell, Bob.bal (Figure 4: 'primary @ Bob.bal'), so a "
+            f"cleaner of a stranded lock knows where the transaction is decided; the lock on "
+            f"{row}.bal names {lock.get('primary')}")
+    require(lock.get("is_primary") is is_primary,
+            f"only the primary's lock says 'I am primary': on {row}.bal is_primary must be "
+            f"{is_primary}, it is {lock.get('is_primary')!r}")
+    require((lock.get("start_ts"), lock.get("client")) == (s, f"T{s}"),
+            f"the lock records the transaction's start_ts {s} and its client T{s} (whose "
+            f"liveness decides a cleanup); on {row}.bal they are {lock.get('start_ts')!r} and "
+            f"{lock.get('client')!r}")
+    require(lock.get("kind") == kind,
+            f"the lock on {row}.bal must carry the mutation's kind ({kind}): a cleaner rolls a "
+            f"committed transaction forward from the lock alone; it says {lock.get('kind')!r}")
+
+
+@exercise.scenario("a delete is prewritten as a lock of kind DELETE, without data",
+                   params=_p("s0", "c0", "s"))
+def _delete(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
+    t = w.begin(Answer, p["s"])
     t.delete("Bob", "bal")
-    assert t._prewrite_all(list(t.writes.values())), "prewrite of a delete returned False"
-    found = _lock(c, "Bob", "bal")
-    assert found is not None, "no lock after prewriting a delete"
-    expect(found[1].kind, WriteKind.DELETE, "kind of the lock")
-    expect(c.bigtable.versions("default", "Bob", data_col("bal"))[0][0] < t.start_ts, True,
-           "no data written at start_ts for a delete")
+    t.set("Joe", "bal", p["j1"])
+    return {"prewrites": _prewrite_all(t), "cells": w.cells()}
 
 
-@battery.check("a write committed after start_ts conflicts")
-def _ww_after(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10})
-    t = cls(c)
-    t.set("Bob", "bal", 99)
-    commit(c, {("Bob", "bal"): 20})
-    expect(t.commit(), False, "commit() over a newer committed write")
-    expect(read(c, "Bob", "bal"), 20, "value after the aborted commit")
-    expect(locks(c), [], "locks after the abort")
+@exercise.verdict("a delete is prewritten as a lock of kind DELETE, without data")
+def _delete_ok(obs, p):
+    s, cells = p["s"], obs.get("cells")
+    results = obs.get("prewrites")
+    require(isinstance(results, list) and len(results) == 2, "malformed observations")
+    require(returned(results[0], True),
+            f"prewriting the delete of Bob.bal (last committed at {p['c0']}, before your start_ts "
+            f"{s}) must succeed and return True, writing only its lock: a delete has no data; "
+            f"your prewrite {said(results[0])}")
+    data = value_at(cells, "Bob", "bal:data", s)
+    require(data is None, f"a delete writes no data: Bob.bal holds {show(data)} at {s}")
+    _lock_ok(value_at(cells, "Bob", "bal:lock", s), "Bob", s, True, kind="delete")
+    require(returned(results[1], True), f"the secondary Joe.bal does not conflict: prewrite must "
+                                        f"return True; it {said(results[1])}")
 
 
-@battery.check("a write committed before start_ts does not conflict")
-def _ww_before(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10})
-    commit(c, {("Bob", "bal"): 20})
-    t = commit(c, {("Bob", "bal"): 30}, cls=cls)
-    expect(t.outcome, True, "commit() over older writes")
-    expect(read(c, "Bob", "bal"), 30, "value")
+# -- 2. conflicts -----------------------------------------------------------------------------
+
+@exercise.scenario("a write committed after start_ts is a write-write conflict",
+                   params=_p("s0", "c0", "s_w", "s", "c_w"))
+def _ww(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    w.stamp(p["s_w"])                              # another writer begins before you
+    t = w.begin(Answer, p["s"])
+    w.committed({("Bob", "bal"): p["b1"]}, p["s_w"], p["c_w"])   # ... and commits after you began
+    t.set("Bob", "bal", p["b2"])
+    t.set("Joe", "bal", p["j2"])
+    return _observe(w, t, commit=outcome(t.commit))
 
 
-@battery.check("a lock above start_ts conflicts")
-def _lock_above(cls):
-    c = new_cluster()
-    t = cls(c)
-    t.set("Bob", "bal", 1)
-    other = prewrite_only(c, {("Bob", "bal"): 2})
-    expect(t.commit(), False, "commit() over a newer transaction's lock")
-    expect(locks(c), [("Bob", "bal", other.start_ts)], "locks after the abort")
+@exercise.verdict("a write committed after start_ts is a write-write conflict")
+def _ww_ok(obs, p):
+    rule = (f"Bob.bal has a write record at {p['c_w']}, after your start_ts {p['s']} (its writer "
+            f"began at {p['s_w']}): a write-write conflict, so prewrite returns False and the "
+            f"commit aborts")
+    require(returned(obs.get("commit"), False), f"{rule}; your commit() {said(obs.get('commit'))}")
+    _nothing_left(obs, p["s"], rule)
 
 
-@battery.check("a lock below start_ts conflicts")
-def _lock_below(cls):
-    c = new_cluster()
-    other = prewrite_only(c, {("Bob", "bal"): 2})
-    t = cls(c)
-    t.set("Bob", "bal", 1)
-    expect(t.commit(), False, "commit() over an older transaction's lock")
-    expect(locks(c), [("Bob", "bal", other.start_ts)], "locks after the abort")
+@exercise.scenario("a lock above start_ts is a conflict, and is left alone",
+                   params=_p("s0", "c0", "s", "s_w"))
+def _lock_above(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
+    t = w.begin(Answer, p["s"])
+    w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
+    t.set("Bob", "bal", p["b2"])
+    return _observe(w, t, commit=outcome(t.commit))
 
 
-@battery.check("a conflict on a secondary rolls back the primary's lock")
-def _secondary_conflict(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10, ("Joe", "bal"): 2})
-    t = cls(c)
-    t.set("Bob", "bal", 3)
-    t.set("Joe", "bal", 9)
-    other = prewrite_only(c, {("Joe", "bal"): 5})
-    expect(t.commit(), False, "commit() with a locked secondary")
-    expect(locks(c), [("Joe", "bal", other.start_ts)], "locks after the abort")
-    expect(read(c, "Bob", "bal"), 10, "the primary's value")
+@exercise.verdict("a lock above start_ts is a conflict, and is left alone")
+def _lock_above_ok(obs, p):
+    _lock_conflict(obs, p, "above")
 
 
-@battery.check("two concurrent writers of one cell: exactly one commits")
-def _race(cls):
-    c = new_cluster()
-    a, b = cls(c), cls(c)
-    a.set("Bob", "bal", 1)
-    b.set("Bob", "bal", 2)
-    expect((a.commit(), b.commit()), (True, False), "outcomes (first, second)")
-    expect(write_records(c, "Bob", "bal"), [(a.commit_ts, f"data @ {a.start_ts}")],
-           "Bob.bal:write")
+def _lock_conflict(obs, p, where: str, row: str = "Bob") -> None:
+    rule = (f"{row}.bal holds a live client's lock at {p['s_w']}, {where} your start_ts "
+            f"{p['s']}: a lock at any timestamp means another transaction is committing the cell, "
+            f"so prewrite returns False")
+    require(returned(obs.get("commit"), False), f"{rule}; your commit() {said(obs.get('commit'))}")
+    _nothing_left(obs, p["s"], rule)
+    lock = value_at(obs.get("cells"), row, "bal:lock", p["s_w"])
+    require(isinstance(lock, dict) and lock.get("lock") is True,
+            f"{rule}, and leaves W's lock alone (W lives); it is gone after your commit()")
 
 
-@battery.check("a crashed holder's lock still makes the prewrite fail")
-def _dead_holder(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10, ("Joe", "bal"): 2})
-    commit(c, {("Bob", "bal"): 3, ("Joe", "bal"): 9}, crash_after="prewrite")
-    t = cls(c)
-    t.set("Joe", "bal", 7)
-    expect(t.commit(), False, "commit() meeting a crashed client's lock")
-    again = commit(c, {("Joe", "bal"): 7}, cls=cls)
-    expect(again.outcome, True, "a retry after the cleanup")
-    expect(read(c, "Joe", "bal"), 7, "value after the retry")
+@exercise.scenario("a lock below start_ts is a conflict, and is left alone",
+                   params=_p("s0", "c0", "s_w", "s"))
+def _lock_below(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    w.locked({("Joe", "bal"): p["j1"]}, p["s_w"], "W")
+    t = w.begin(Answer, p["s"])
+    t.set("Bob", "bal", p["b2"])                    # the primary prewrites fine ...
+    t.set("Joe", "bal", p["j2"])                    # ... the secondary meets W's lock
+    return _observe(w, t, commit=outcome(t.commit))
 
 
-# -- mutants ------------------------------------------------------------------
-
-def _prewrite(self, m, primary, *, ww=True, lock_any=True, lock_max=None, write_lock=True,
-              data_for_delete=False, name_primary=True, ww_before=False):
-    column, is_primary = m.cell.column, m.cell == primary
-    step = "prewrite-primary" if is_primary else "prewrite-secondary"
-    with self._row_txn(m.cell.table, m.cell.row, step) as rt:
-        if ww_before and rt.read(write_col(column), self.start_ts) is not None:
-            return False
-        if ww and rt.read(write_col(column), min_ts=self.start_ts) is not None:
-            return False
-        if lock_any and rt.read(lock_col(column), lock_max) is not None:
-            return False
-        if m.kind is WriteKind.PUT or data_for_delete:
-            rt.write(data_col(column), self.start_ts, m.value if m.value is not None else "")
-        if write_lock:
-            points_at = primary if name_primary else m.cell
-            rt.write(lock_col(column), self.start_ts,
-                     Lock(self.start_ts, points_at, is_primary, self.client, m.kind))
-        return True
+@exercise.verdict("a lock below start_ts is a conflict, and is left alone")
+def _lock_below_ok(obs, p):
+    _lock_conflict(obs, p, "below", row="Joe")
 
 
-def _mutant(name, **kw):
-    return type(name, (Transaction,), {"prewrite": lambda self, m, p: _prewrite(self, m, p, **kw)})
+@exercise.scenario("a dead client's lock is cleaned up through its primary, and still conflicts",
+                   params=_p("s0", "c0", "s_w", "s", "c_w"))
+def _dead(Answer, p, ctx):
+    w = World(p["t0"])
+    transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    w.locked(transfer, p["s_w"], "W")
+    t = w.begin(Answer, p["s"])
+    w.commit_point(transfer, p["s_w"], p["c_w"])   # W passes its commit point, then dies
+    w.crash("W")
+    t.set("Joe", "bal", p["j2"])
+    first = outcome(t.commit)
+    cells = w.cells()
+    retry = Answer(w.cluster)
+    retry.set("Joe", "bal", p["j2"])
+    return {"commit": first, "cells": cells, "retry": outcome(retry.commit)}
 
 
-mutants = {
-    "prewrite without the lock check": _mutant("NoLockCheck", lock_any=False),
-    "prewrite without the write-write check": _mutant("NoWriteCheck", ww=False),
-    "prewrite checking only locks at or below start_ts":
-        type("LockBelowOnly", (Transaction,), {"prewrite": lambda self, m, p: _prewrite(
-            self, m, p, lock_max=self.start_ts)}),
-    "prewrite checking write records before start_ts": _mutant("WwBefore", ww=False, ww_before=True),
-    "prewrite writing data but no lock": _mutant("NoLock", write_lock=False),
-    "prewrite with locks naming themselves as primary": _mutant("SelfPrimary", name_primary=False),
-    "prewrite writing data for a delete": _mutant("DataForDelete", data_for_delete=True),
-}
+@exercise.verdict("a dead client's lock is cleaned up through its primary, and still conflicts")
+def _dead_ok(obs, p):
+    s_w, c_w = p["s_w"], p["c_w"]
+    require(returned(obs.get("commit"), False),
+            f"Joe.bal is locked by W, dead after its commit point at {c_w} (after your start_ts "
+            f"{p['s']}): cleaning its lock up rolls Joe.bal forward at {c_w}, a write-write "
+            f"conflict; the prewrite must abort; your commit() {said(obs.get('commit'))}")
+    left, cells = locks(obs.get("cells")), obs.get("cells")
+    require(left == [] and is_write(value_at(cells, "Joe", "bal:write", c_w), s_w),
+            f"a prewrite that meets a dead client's lock cleans it up through the primary Bob.bal "
+            f"(which committed at {c_w}: roll Joe.bal forward) before it aborts, else the cell "
+            f"stays locked for ever; locks left: {left}")
+    require(returned(obs.get("retry"), True),
+            f"once W's lock is cleaned up, a retry that begins after {c_w} conflicts with nothing "
+            f"and must commit; it {said(obs.get('retry'))}")
+
+
+# -- 3. atomicity ---------------------------------------------------------------------------
+
+@exercise.scenario("the checks and the writes are one row transaction",
+                   params=_p("s0", "c0", "s", "s_w"))
+def _atomic(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
+    t = w.begin(Answer, p["s"])
+    t.set("Bob", "bal", p["b2"])
+
+    def squeeze_in(rt):       # W locks Bob.bal right after your first row transaction on it
+        if not w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal")):
+            w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
+    hook = Once(lambda rt: rt.client == t.client and rt.row == "Bob", squeeze_in)
+    w.cluster.bigtable.interceptors.append(hook)
+    commit = outcome(t.commit)
+    w.cluster.bigtable.interceptors.remove(hook)
+    return _observe(w, t, commit=commit)
+
+
+@exercise.verdict("the checks and the writes are one row transaction")
+def _atomic_ok(obs, p):
+    w_lock = value_at(obs.get("cells"), "Bob", "bal:lock", p["s_w"])
+    squeezed = isinstance(w_lock, dict) and w_lock.get("lock") is True
+    require(not (squeezed and returned(obs.get("commit"), True)),
+            f"your first row transaction on Bob.bal wrote no lock, so W locked it at {p['s_w']} "
+            f"before your write: both now hold locks and both can commit, a lost update. Check "
+            f"and write in ONE row transaction (Bigtable's single-row atomicity)")
+    if not squeezed:
+        require(returned(obs.get("commit"), True),
+                f"nothing conflicts with Bob.bal (last committed at {p['c0']}, before your "
+                f"start_ts {p['s']}): commit() must return True; it {said(obs.get('commit'))}")

@@ -1,176 +1,304 @@
-"""Exercise 3: commit (Figure 6, Commit after the prewrites).
+"""Exercise 3: commit (Figure 6's Commit), as scenarios + verdicts.
 
-The student overrides ``_two_phase_commit(self) -> bool`` (prewrite is
-given) and ``_commit_primary(self, m) -> bool`` (the commit point). The
-reference implementation does everything else.
+The student subclasses :class:`~percolator_ref.Transaction` as
+``CommitTransaction`` and overrides ``two_phase_commit(self) -> bool`` (the
+whole commit: prewrites, commit_ts, notifications, the commit point, the
+secondaries) and ``commit_primary(self, m) -> bool`` (the commit point). The
+public steps ``prewrite``, ``write_notifications``, ``commit_secondary`` and
+``roll_back_own`` are the reference's.
+
+Both graded methods are hidden while grading; the worlds are written cell by
+cell (:mod:`.protocol_world`) and observed through ``commit()``, reference
+readers (Get and the lazy cleanup are not hidden here), the oracle and the
+cells. Crashes and store failures are injected with interceptors.
 """
 from __future__ import annotations
 
-from percolator_ref import ClientCrash, Transaction
-from percolator_ref import cleanup
+from percolator_ref import Transaction
+from percolator_ref.errors import ClientCrash
+from percolator_ref.faults import StoreFailsAt
+from percolator_ref.step import PREWRITE_STEPS, Step
 
-from .battery import Battery
-from .scenarios import (commit, crashed_transfer, expect, locks, new_cluster, on_step, read,
-                        write_records)
+from .framework import Exercise, outcome, plain, require
+from .protocol_world import (TTL, Once, World, amounts, is_write, locks, returned, said, show,
+                             timeline, value_at, versions)
 
-battery = Battery(3, "commit: the primary's commit point, then the secondaries")
-reference = Transaction
+exercise = Exercise(
+    3, "commit: the primary's commit point, then the secondaries", answer="CommitTransaction",
+    graded={"CommitTransaction": ("two_phase_commit", "commit_primary")},
+    hidden=("percolator_ref.transaction:Transaction.two_phase_commit",
+            "percolator_ref.transaction:Transaction.commit_primary"))
 
-
-def _transfer(cls):
-    c = new_cluster()
-    commit(c, {("Bob", "bal"): 10, ("Joe", "bal"): 2})
-    t = cls(c)
-    t.set("Bob", "bal", 3)
-    t.set("Joe", "bal", 9)
-    return c, t
+BALANCES = ("b0", "j0", "b1", "j1")
 
 
-@battery.check("a transfer commits: write records at commit_ts, no locks")
-def _commits(cls):
-    c, t = _transfer(cls)
-    expect(t.commit(), True, "commit()")
-    assert t.commit_ts is not None and t.commit_ts > t.start_ts, \
-        f"commit_ts must be a new timestamp above start_ts {t.start_ts}, got {t.commit_ts!r}"
+def _p(*stamps):
+    return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *BALANCES))
+
+
+def _transfer(Answer, p, *more):
+    """Bob and Joe committed at (s0, c0); a transfer of ``Answer`` begun at ``s``, not committed."""
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    for setup in more:
+        setup(w)
+    t = w.begin(Answer, p["s"])
+    t.set("Bob", "bal", p["b1"])
+    t.set("Joe", "bal", p["j1"])
+    return w, t
+
+
+def _writes_record(rt) -> bool:
+    return any(column.endswith(":write") and value is not None for column, _, value in rt.mutations)
+
+
+def _crash_after_first_write_record(w, t, row=None) -> Once:
+    """The client dies right after its first row transaction that writes a write record."""
+    def die(rt):
+        t.session.crash()
+        raise ClientCrash(str(rt.step), 0)
+    hook = Once(lambda rt: rt.client == t.client and _writes_record(rt)
+                and (row is None or rt.row == row), die)
+    w.cluster.bigtable.interceptors.append(hook)
+    return hook
+
+
+def _commit_ts(obs, p) -> int:
+    c = obs.get("commit_ts") if isinstance(obs, dict) else None
+    require(type(c) is int and c > p["s"],
+            f"a committing transaction takes its commit_ts from the oracle, above its start_ts "
+            f"{p['s']}; yours is {c!r}")
+    return c
+
+
+def _pointing_at(cells, start: int) -> list:
+    """Cells with a write record that points at ``start``."""
+    return [row for row in ("Bob", "Joe")
+            if any(is_write(v, start) for _, v in versions(cells, row, "bal:write"))]
+
+
+# -- 1. the normal case ---------------------------------------------------------------
+
+@exercise.scenario("a transfer commits: write records at commit_ts point at start_ts, no lock remains",
+                   params=_p("s0", "c0", "s"))
+def _commits(Answer, p, ctx):
+    w, t = _transfer(Answer, p)
+    commit = outcome(t.commit)
+    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
+
+
+@exercise.verdict("a transfer commits: write records at commit_ts point at start_ts, no lock remains")
+def _commits_ok(obs, p):
+    require(returned(obs.get("commit"), True),
+            f"nothing conflicts with the transfer (begun at {p['s']}): commit() must return "
+            f"True; it {said(obs.get('commit'))}")
+    c, cells = _commit_ts(obs, p), obs.get("cells")
     for row in ("Bob", "Joe"):
-        expect(write_records(c, row, "bal")[0], (t.commit_ts, f"data @ {t.start_ts}"),
-               f"newest {row}.bal:write")
-    expect(locks(c), [], "locks after commit")
-    expect((read(c, "Bob", "bal"), read(c, "Joe", "bal")), (3, 9), "balances")
+        record = value_at(cells, row, "bal:write", c)
+        require(is_write(record, p["s"]),
+                f"committing makes {row}.bal's write visible: a write record at commit_ts {c} "
+                f"pointing at the data at start_ts {p['s']} ('data @ {p['s']}', Figure 4); "
+                f"{row}.bal has {show(record)} at {c}")
+    require(locks(cells) == [], f"a committed transaction leaves no lock: each write record "
+                                f"replaces its cell's lock; left: {locks(cells)}")
 
 
-@battery.check("commit_ts is taken from the oracle after the prewrites")
-def _commit_ts_after_prewrite(cls):
-    c, t = _transfer(cls)
+@exercise.scenario("commit_ts is taken only after every lock is written", params=_p("s0", "c0", "s"))
+def _ts_after_locks(Answer, p, ctx):
+    w, t = _transfer(Answer, p)
     seen = {}
-    on_step(c, lambda client, table, row, step: seen.__setitem__("peek", c.oracle.peek())
-            if step.startswith("prewrite") else None)
-    t.commit()
-    assert t.commit_ts is not None and t.commit_ts >= seen.get("peek", 0), \
-        (f"commit_ts {t.commit_ts} was not taken after the last prewrite "
-         f"(the oracle was at {seen.get('peek')} then)")
+
+    def reader_reads_joe(rt):         # R begins and reads Joe.bal just before Joe's prewrite
+        r = Transaction(w.cluster)
+        seen.update(r_start=plain(r.start_ts), r_get=outcome(r.get, "Joe", "bal"))
+        r.abandon()
+    hook = Once(lambda rt: rt.client == t.client and rt.step in PREWRITE_STEPS and rt.row == "Joe",
+                reader_reads_joe, at="before")
+    w.cluster.bigtable.interceptors.append(hook)
+    return dict(seen, commit=outcome(t.commit), commit_ts=plain(t.commit_ts), fired=hook.fired)
 
 
-@battery.check("the primary is committed before any secondary")
-def _primary_first(cls):
-    c, t = _transfer(cls)
-    with c.tracer.record() as events:
-        t.commit()
-    rows = [e.row for e in events if any(ch.column == "bal:write" and not ch.erased
-                                         for ch in e.changes)]
-    expect(rows, ["Bob", "Joe"], "rows in the order their write records were written")
+@exercise.verdict("commit_ts is taken only after every lock is written")
+def _ts_after_locks_ok(obs, p):
+    require(returned(obs.get("commit"), True), f"nothing conflicts with the transfer: commit() "
+                                               f"must return True; it {said(obs.get('commit'))}")
+    require(obs.get("fired") is True, "your commit never prewrote Joe.bal: every written cell is "
+                                      "prewritten (Transaction.prewrite) before the commit point")
+    c, r = _commit_ts(obs, p), obs.get("r_start")
+    require(type(r) is int, "malformed observations (r_start)")
+    require(c > r, f"reader R began at {r} and read Joe.bal before its lock was written (so "
+                   f"{p['j0']}), yet your commit_ts is {c} < {r}: R missed a write committed "
+                   f"below its snapshot, a stale read. Take commit_ts only after every lock is "
+                   f"written (§2.3)")
 
 
-@battery.check("a crash at the commit point leaves the secondaries locked")
-def _crash_commit_point(cls):
-    c = new_cluster()
-    t = crashed_transfer(c, "commit-primary", cls=cls)
-    expect(t.outcome, "crashed", "commit(crash_after='commit-primary')")
-    expect(locks(c), [("Joe", "bal", t.start_ts)], "locks left by the crash")
-    expect(read(c, "Joe", "bal"), 9, "a reader rolls the secondary forward")
+# -- 2. the commit point ---------------------------------------------------------------
+
+@exercise.scenario("the primary commits first: a crash after the first write record leaves all or nothing",
+                   params=_p("s0", "c0", "s"))
+def _primary_first(Answer, p, ctx):
+    w, t = _transfer(Answer, p)
+    first = []
+    hook = _crash_after_first_write_record(w, t)
+    w.cluster.bigtable.interceptors.insert(0, Once(
+        lambda rt: rt.client == t.client and _writes_record(rt), lambda rt: first.append(rt.row)))
+    commit = outcome(t.commit)
+    w.cluster.bigtable.interceptors.remove(hook)
+    return {"commit": commit, "first": first, "bob": w.read("Bob", "bal"),
+            "joe": w.read("Joe", "bal")}
 
 
-@battery.check("a crash before the commit point commits nothing")
-def _crash_before(cls):
-    c = new_cluster()
-    t = cls(c)
-    commit(c, {("Bob", "bal"): 10, ("Joe", "bal"): 2})
-    t = cls(c)
-    t.set("Bob", "bal", 3)
-    t.set("Joe", "bal", 9)
-    try:
-        t.commit(crash_after=2)          # both prewrites, nothing else
-    except ClientCrash:
-        pass
-    expect((read(c, "Bob", "bal"), read(c, "Joe", "bal")), (10, 2), "balances")
+@exercise.verdict("the primary commits first: a crash after the first write record leaves all or nothing")
+def _primary_first_ok(obs, p):
+    first = obs.get("first")
+    require(first in ([], ["Bob"], ["Joe"]), "malformed observations (first)")
+    bob, joe = obs.get("bob"), obs.get("joe")
+    if first == ["Joe"]:
+        require(False, f"your first write record went to Joe.bal, a secondary; the client died "
+                       f"right after it: Joe.bal {said(joe)} and Bob.bal, still locked, is rolled "
+                       f"back: {said(bob)}. The primary's write record is the commit point: "
+                       f"write it before any secondary's")
+    require(returned(bob, p["b1"]) and returned(joe, p["j1"]),
+            f"the client died right after its commit point (Bob.bal's write record): the transfer "
+            f"is committed, readers must see Bob.bal={p['b1']} and Joe.bal={p['j1']} (rolled "
+            f"forward); " + (f"both reads {said(bob)}" if bob == joe else
+                             f"Bob.bal {said(bob)}, Joe.bal {said(joe)}"))
 
 
-@battery.check("primary lock gone at the commit point: abort, nothing visible")
-def _lock_gone(cls):
-    c, t = _transfer(cls)
-    fired = []
+@exercise.scenario("the primary lock gone at the commit point: abort, roll back, no commit_ts",
+                   params=_p("s0", "c0", "s"))
+def _lock_gone(Answer, p, ctx):
+    w, t = _transfer(Answer, p)
 
-    def cleaner(client, table, row, step):
-        if client == t.client and step == "commit-primary" and not fired:
-            fired.append(True)
-            c.clock.advance(c.lock_ttl + 1)            # t looks dead to others...
-            Transaction(c).get("Bob", "bal")           # ...so a reader rolls it back
-    on_step(c, cleaner)
-    expect(t.commit(), False, "commit() after a cleaner erased the primary lock")
-    assert fired, "no row transaction with step 'commit-primary' ran"
-    expect(locks(c), [], "locks after the abort (secondaries rolled back by the client)")
-    expect((read(c, "Bob", "bal"), read(c, "Joe", "bal")), (10, 2), "balances")
-
-
-@battery.check("a write-write conflict returns False and leaves nothing")
-def _conflict(cls):
-    c, t = _transfer(cls)
-    commit(c, {("Joe", "bal"): 5})
-    expect(t.commit(), False, "commit()")
-    expect(t.commit_ts, None, "commit_ts after an abort")
-    expect((read(c, "Bob", "bal"), read(c, "Joe", "bal")), (10, 5), "balances")
+    def cleaner(rt):                   # T looks dead to others: a reader rolls its primary back
+        w.cluster.clock.advance(TTL + 1)
+        w.read("Bob", "bal")
+    hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY, cleaner,
+                at="before")
+    w.cluster.bigtable.interceptors.append(hook)
+    commit = outcome(t.commit)
+    return {"fired": hook.fired, "commit": commit, "commit_ts": plain(t.commit_ts),
+            "cells": w.cells()}
 
 
-@battery.check("a weak notification is written at commit_ts")
-def _notify(cls):
-    c = new_cluster()
-    t = cls(c)
-    t.notify("doc1", "contents", table="docs")
-    expect(t.commit(), True, "commit() of a notify")
-    expect(c.bigtable.versions("docs", "doc1", "contents:notify"), [(t.commit_ts, True)],
-           "docs/doc1 contents:notify")
+@exercise.verdict("the primary lock gone at the commit point: abort, roll back, no commit_ts")
+def _lock_gone_ok(obs, p):
+    require(obs.get("fired") is True,
+            "no row transaction labelled Step.COMMIT_PRIMARY ran: the commit point is one row "
+            "transaction of the primary's row with that step (crash points key on it)")
+    rule = (f"a cleaner judged you dead and rolled back your primary lock at {p['s']} just "
+            f"before your commit point: commit_primary must find its lock gone and the commit "
+            f"abort")
+    require(returned(obs.get("commit"), False), f"{rule}; your commit() {said(obs.get('commit'))}")
+    cells = obs.get("cells")
+    wrote = _pointing_at(cells, p["s"])
+    require(wrote == [], f"{rule}; yet {', '.join(wrote)} got a write record pointing at "
+                         f"{p['s']}, whose data was rolled back")
+    require(obs.get("commit_ts") is None, f"{rule}: an aborted transaction has no commit_ts; "
+                                          f"yours is {obs.get('commit_ts')!r}")
+    require(locks(cells) == [], f"{rule}, and roll back its own secondary locks; left: "
+                                f"{locks(cells)}")
 
 
-# -- mutants ------------------------------------------------------------------
-
-def _sequence(self, *, primary_first=True, check_lock=True, ts_early=False, roll_back=True,
-              crash_point=True, notify=True):
-    mutations = list(self.writes.values())
-    if ts_early:
-        self.commit_ts = self.cluster.oracle.get_timestamp()
-    if mutations and not self._prewrite_all(mutations):
-        self.commit_ts = None
-        return False
-    if not ts_early:
-        self.commit_ts = self.cluster.oracle.get_timestamp()
-    if mutations:
-        primary, secondaries = mutations[0], mutations[1:]
-        if not primary_first:
-            for m in secondaries:
-                self._commit_secondary(m)
-        if not _commit_primary(self, primary, check_lock):
-            self.commit_ts = None
-            if roll_back:
-                self._roll_back_own(secondaries)
-            return False
-        if crash_point:
-            self._crash_point("commit-primary")
-        if primary_first:
-            for m in secondaries:
-                self._commit_secondary(m)
-    if notify:
-        for cell in self.notifies:
-            self._write_weak_notification(cell)
-    return True
+@exercise.scenario("a conflict at a secondary's prewrite aborts and rolls back the locks written",
+                   params=_p("s0", "c0", "s_w", "s"))
+def _secondary_conflict(Answer, p, ctx):
+    w, t = _transfer(Answer, p, lambda w: w.locked({("Joe", "bal"): p["j0"] + 1}, p["s_w"], "W"))
+    commit = outcome(t.commit)
+    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
 
 
-def _commit_primary(self, m, check_lock=True):
-    with self._row_txn(m.cell.table, m.cell.row, "commit-primary") as rt:
-        if check_lock and cleanup.held_lock(rt, m.cell.column, self.start_ts) is None:
-            return False
-        self._write_record(rt, m)
-        return True
+@exercise.verdict("a conflict at a secondary's prewrite aborts and rolls back the locks written")
+def _secondary_conflict_ok(obs, p):
+    rule = (f"Joe.bal is locked by a live client W (at {p['s_w']}), so its prewrite fails: the "
+            f"commit aborts before its commit point")
+    require(returned(obs.get("commit"), False), f"{rule}; your commit() {said(obs.get('commit'))}")
+    cells = obs.get("cells")
+    wrote = _pointing_at(cells, p["s"])
+    require(wrote == [], f"{rule}; yet {', '.join(wrote)} got a write record pointing at {p['s']}")
+    mine = [lock for lock in locks(cells) if lock[2] == p["s"]]
+    require(mine == [], f"{rule}, erasing the locks it already wrote (the primary's at {p['s']}), "
+                        f"else they block others until a cleaner comes; left: {mine}")
+    require(obs.get("commit_ts") is None, f"{rule}: an aborted transaction has no commit_ts; "
+                                          f"yours is {obs.get('commit_ts')!r}")
 
 
-def _mutant(name, **kw):
-    return type(name, (Transaction,), {"_two_phase_commit": lambda self: _sequence(self, **kw)})
+# -- 3. read-only transactions, notifications, store failures ----------------------------------
+
+@exercise.scenario("a read-only transaction commits without a commit_ts", params=_p("s0", "c0", "s"))
+def _read_only(Answer, p, ctx):
+    w = World(p["t0"])
+    w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
+    t = w.begin(Answer, p["s"])
+    got = outcome(t.get, "Bob", "bal")
+    before = w.oracle.peek()
+    commit = outcome(t.commit)
+    return {"get": got, "commit": commit, "commit_ts": plain(t.commit_ts),
+            "taken": w.oracle.peek() - before}
 
 
-mutants = {
-    "commit writing secondaries before the primary": _mutant("SecondariesFirst", primary_first=False),
-    "commit skipping the lock check at the commit point": _mutant("NoLockCheck", check_lock=False),
-    "commit taking commit_ts before the prewrites": _mutant("EarlyTs", ts_early=True),
-    "commit leaving its secondaries locked after an abort": _mutant("NoRollBack", roll_back=False),
-    "commit without the commit-primary crash point": _mutant("NoCrashPoint", crash_point=False),
-    "commit dropping weak notifications": _mutant("NoNotify", notify=False),
-}
+@exercise.verdict("a read-only transaction commits without a commit_ts")
+def _read_only_ok(obs, p):
+    rule = "a transaction that wrote nothing has nothing to make visible: commit() returns True"
+    require(returned(obs.get("commit"), True), f"{rule}; yours {said(obs.get('commit'))}")
+    require(obs.get("commit_ts") is None and obs.get("taken") == 0,
+            f"{rule} without asking the oracle for a commit_ts; yours took {obs.get('taken')} "
+            f"timestamp(s), commit_ts {obs.get('commit_ts')!r}")
+
+
+@exercise.scenario("notifications are written at commit_ts before the commit point",
+                   params=_p("s0", "c0", "s"))
+def _notifications(Answer, p, ctx):
+    w, t = _transfer(Answer, p)
+    w.cluster.observe("default", "bal", name="audit")(lambda txn, row, column: None)
+    t.notify("Ann", "mail", table="inbox")
+    hook = _crash_after_first_write_record(w, t, row="Bob")
+    commit = outcome(t.commit)
+    w.cluster.bigtable.interceptors.remove(hook)
+    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
+
+
+@exercise.verdict("notifications are written at commit_ts before the commit point")
+def _notifications_ok(obs, p):
+    c, cells = _commit_ts(obs, p), obs.get("cells")
+    missing = [name for row, physical, table, name in (
+        ("Bob", "bal:notify", "default", "Bob.bal (observed, the primary)"),
+        ("Joe", "bal:notify", "default", "Joe.bal (observed)"),
+        ("Ann", "mail:notify", "inbox", "inbox/Ann.mail (t.notify)"))
+        if value_at(cells, row, physical, c, table) is not True]
+    require(missing == [], f"the client died right after its commit point (Bob.bal's write "
+                           f"record at {c}): the notifications of the commit must already be "
+                           f"set at commit_ts {c}, else observers never run for it (§2.4); "
+                           f"missing: {'; '.join(missing)}")
+
+
+@exercise.scenario("a store failure at or after the commit point is never reported as an abort",
+                   params=_p("s0", "c0", "s"))
+def _store_fails(Answer, p, ctx):
+    out = {}
+    for key, step, applied in (("after", Step.COMMIT_SECONDARY, False),
+                               ("during", Step.COMMIT_PRIMARY, True)):
+        w, t = _transfer(Answer, p)
+        w.cluster.bigtable.interceptors.append(StoreFailsAt(step, applied=applied, client=t.client))
+        out[key] = outcome(t.commit)
+        out[key + "_cells"] = w.cells()
+        out[key + "_joe"] = w.read("Joe", "bal")
+    return out
+
+
+@exercise.verdict("a store failure at or after the commit point is never reported as an abort")
+def _store_fails_ok(obs, p):
+    require(returned(obs.get("after"), True),
+            f"the store failed at a secondary, after your commit point (Bob.bal's write record "
+            f"is written): the transfer is committed and commit() must return True (commit() "
+            f"decides by self.phase: 'secondaries' once the commit point is written); yours "
+            f"{said(obs.get('after'))}")
+    require(returned(obs.get("after_joe"), p["j1"]),
+            f"after that failure a reader rolls Joe.bal forward and reads {p['j1']}; it "
+            f"{said(obs.get('after_joe'))}")
+    during = obs.get("during")
+    require(isinstance(during, dict) and str(during.get("raised", "")).startswith(
+        "CommitOutcomeUnknown"),
+            f"the store failed while writing your commit point, after it applied (the reply was "
+            f"lost): commit() cannot know the outcome and must raise CommitOutcomeUnknown (set "
+            f"self.phase = 'commit-point' before writing it); yours {said(during)}")

@@ -1,0 +1,154 @@
+"""Exercise 1 (snapshot read): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check.
+"""
+
+HEADER = '''from percolator_ref import Transaction
+from percolator_ref.model import WriteKind, data_col, lock_col, write_col
+from percolator_ref.transaction import SnapshotRead
+
+'''
+
+WRONG = {
+    "reads the newest data at or below start_ts, skipping the write column": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        # the data column already has every version: take the newest in my snapshot
+        data = rt.read(data_col(cell.column), self.start_ts)
+        if data is None:
+            return SnapshotRead()
+        return SnapshotRead(version=data[0], value=data[1])
+''',
+    "waits on a lock at any timestamp, even above start_ts": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column))          # somebody is writing this cell: wait
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+    "ignores delete records (reads the data at or below the record's start_ts)": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        data = rt.read(data_col(cell.column), write.start_ts)
+        return SnapshotRead(version=commit_ts, value=None if data is None else data[1])
+''',
+    "skips delete records to find the last value written": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        for commit_ts, write in rt.versions(write_col(cell.column)):
+            if commit_ts <= self.start_ts and write.kind is WriteKind.PUT:
+                data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+                return SnapshotRead(version=commit_ts, value=data[1])
+        return SnapshotRead()
+''',
+    "never looks at the lock column": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        # locks are for writers; a reader only needs committed data
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+    "looks for a lock only at exactly start_ts": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts, self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+    "reads the newest write record, whatever its commit_ts": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column))       # the last committed write
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+    "reads the data at the write record's commit_ts": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), commit_ts, commit_ts)
+        return SnapshotRead(version=commit_ts, value=data[1] if data else None)
+''',
+    "reports the write record's start_ts as the version read": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        write = latest[1]
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=write.start_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=write.start_ts, value=data[1])
+''',
+    "hands back the (timestamp, lock) pair instead of the lock": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock:
+            return SnapshotRead(lock=lock)
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if not latest:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+}

@@ -1,0 +1,144 @@
+"""Exercise 4 (lock cleanup): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check.
+"""
+import textwrap
+
+HEADER = '''from percolator_ref import rows
+from percolator_ref.model import Cell, Write, data_col, lock_col
+from percolator_ref.step import Step
+
+'''
+
+WAIT = '''\
+if session.is_alive(lock.client):
+    session.backoff(attempt)
+    return
+'''
+
+PRIMARY = '''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    if commit_ts is None and rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''
+
+SECONDARY = '''\
+step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
+with session.row_transaction(cell.table, cell.row, step) as rt:
+    if rows.held_lock(rt, cell.column, lock.start_ts) is None:
+        return
+    if commit_ts is None:
+        rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
+    else:
+        notify = session.is_observed(cell.table, cell.column)
+        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                          commit_ts, notify))
+'''
+
+
+def _answer(wait=WAIT, primary=PRIMARY, secondary=SECONDARY) -> str:
+    """A whole answer cell: the function with the student's three parts."""
+    body = "".join(textwrap.dedent(part) for part in (wait, primary, secondary))
+    return (HEADER + "\ndef backoff_and_maybe_cleanup_lock(session, cell, lock, attempt):\n"
+            + textwrap.indent(body, " " * 4))
+
+
+WRONG = {
+    "rolls back whenever the primary is no longer locked (even if it committed)": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+commit_ts = None                   # the primary lock is gone either way: not committed
+if lock.is_primary:
+    return
+'''),
+    "cleans up a live holder's lock too": _answer(wait=""),
+    "rolls forward at the secondary's own start_ts": _answer(secondary=SECONDARY.replace(
+        "Write(lock.start_ts, lock.kind),\n                                          commit_ts,",
+        "Write(lock.start_ts, lock.kind),\n                                          lock.start_ts,")),
+    "rolls forward at a fresh timestamp from the oracle": _answer(secondary=SECONDARY.replace(
+        "Write(lock.start_ts, lock.kind),\n                                          commit_ts,",
+        "Write(lock.start_ts, lock.kind),\n                                          session.timestamp(),")),
+    "never backs off (returns at once for a live holder)": _answer(wait='''\
+if session.is_alive(lock.client):
+    return                         # get() will simply read again
+'''),
+    "sleeps a fixed time instead of backing off": _answer(wait='''\
+if session.is_alive(lock.client):
+    session.clock.sleep(0.01)
+    return
+'''),
+    "erases the data but leaves the lock when rolling back": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    if commit_ts is None and rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rt.erase(data_col(primary.column), lock.start_ts)      # undo the write
+if lock.is_primary:
+    return
+''', secondary='''\
+step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
+with session.row_transaction(cell.table, cell.row, step) as rt:
+    if rows.held_lock(rt, cell.column, lock.start_ts) is None:
+        return
+    if commit_ts is None:
+        rt.erase(data_col(cell.column), lock.start_ts)
+    else:
+        notify = session.is_observed(cell.table, cell.column)
+        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                          commit_ts, notify))
+'''),
+    "rolls back the secondary without touching the primary": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    if lock.is_primary and commit_ts is None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''),
+    "cleans the secondary first, then the primary": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+if not lock.is_primary:
+    step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
+    with session.row_transaction(cell.table, cell.row, step) as rt:
+        if rows.held_lock(rt, cell.column, lock.start_ts) is not None:
+            if commit_ts is None:
+                rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
+            else:
+                rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                                  commit_ts, False))
+if commit_ts is None:              # now the primary
+    with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+        if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+            rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+''', secondary=""),
+    "rolls a delete forward as a write": _answer(secondary=SECONDARY.replace(
+        "Write(lock.start_ts, lock.kind)", "Write(lock.start_ts)")),
+    "counts only a crashed client as dead": _answer(wait='''\
+if session.lockservice.status(lock.client) != "crashed":
+    session.backoff(attempt)           # still there: wait for it
+    return
+'''),
+    "erases the newest lock of the cell": _answer(secondary='''\
+step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
+with session.row_transaction(cell.table, cell.row, step) as rt:
+    found = rt.read(lock_col(cell.column))
+    if found is None:
+        return
+    if commit_ts is None:
+        rows.apply(rt, rows.rollback_writes(cell.column, found[0]))
+    else:
+        notify = session.is_observed(cell.table, cell.column)
+        rows.apply(rt, rows.commit_writes(cell.column, Write(found[0], lock.kind),
+                                          commit_ts, notify))
+'''),
+}
