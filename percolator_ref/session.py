@@ -10,6 +10,7 @@ every row transaction of the client goes through :meth:`Session.row_transaction`
 from __future__ import annotations
 
 from .cleanup import backoff_delay
+from .step import READ_ONLY_STEPS
 
 
 class Session:
@@ -17,9 +18,15 @@ class Session:
 
     ``interceptors`` (a list) run around this client's row transactions only,
     after the store's own (see :mod:`percolator_ref.interceptors`).
-    ``owns_token``: the session registered the client's token and releases it
+    ``owns_token``: the session registers the client's token and releases it
     when the transaction ends (a worker sharing one token among its runs
     passes its own name and keeps the token).
+
+    The token matters only to a client that holds locks, so the lock service
+    is touched only by row transactions that may write (steps outside
+    :data:`~percolator_ref.step.READ_ONLY_STEPS`): the first one registers the
+    token, later ones heartbeat it. A read-only transaction makes no
+    liveness-token call at all (no register, heartbeat or release).
     """
 
     def __init__(self, cluster, name: str, owns_token: bool = True):
@@ -29,17 +36,26 @@ class Session:
         self.observers = cluster.observers
         self.owns_token = owns_token
         self.interceptors: list = []
-        if owns_token:
-            self.lockservice.register(name)
+        self.registered = False           # owns_token: registered at the first writing step
 
     def __repr__(self):
         return f"<Session {self.name}>"
 
     def row_transaction(self, table: str, row: str, step: str):
-        """One single-row transaction of this client: heartbeat, then the store's row transaction."""
-        self.lockservice.heartbeat(self.name)
+        """One single-row transaction of this client: keep the token alive (writing steps
+        only), then the store's row transaction."""
+        if step not in READ_ONLY_STEPS:
+            self.keep_alive()
         return self.bigtable.row_transaction(table, row, client=self.name, step=step,
                                              interceptors=self.interceptors)
+
+    def keep_alive(self) -> None:
+        """Register the client's token (first time, if the session owns it) or heartbeat it."""
+        if self.owns_token and not self.registered:
+            self.lockservice.register(self.name)
+            self.registered = True
+        else:
+            self.lockservice.heartbeat(self.name)
 
     def timestamp(self) -> int:
         """A timestamp from the oracle (strictly increasing)."""
@@ -62,6 +78,6 @@ class Session:
         self.lockservice.crash(self.name)
 
     def release(self) -> None:
-        """The client is done: release its token (if it owns it)."""
-        if self.owns_token:
+        """The client is done: release its token (if it owns it and registered it)."""
+        if self.owns_token and self.registered:
             self.lockservice.release(self.name)

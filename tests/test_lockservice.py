@@ -2,6 +2,7 @@
 import pytest
 
 from percolator_ref import ClientCrash, LockService, ManualClock
+from percolator_ref.interceptors import Gate
 
 
 def service(ttl=1.0):
@@ -76,10 +77,16 @@ def test_bad_ttl(ttl, error):
 def test_transactions_own_their_tokens(make_cluster):
     cluster = make_cluster(lock_ttl=5.0)
     t = cluster.begin()
-    assert cluster.lockservice.status(t.client) == "alive"
+    assert t.get("x", "c") is None
+    assert cluster.lockservice.status(t.client) == "gone"     # no token before it writes
+    seen = []
+    cluster.bigtable.interceptors.append(
+        Gate(lambda client, table, row, step: seen.append(cluster.lockservice.status(client))))
     t.set("x", "c", 1)
     assert t.commit()
+    assert seen == ["alive", "alive"]                           # held from its first prewrite
     assert cluster.lockservice.status(t.client) == "gone"     # released at the end
+    cluster.bigtable.interceptors.clear()
     t = cluster.begin()
     t.set("x", "c", 2)
     with pytest.raises(ClientCrash):
@@ -87,15 +94,36 @@ def test_transactions_own_their_tokens(make_cluster):
     assert cluster.lockservice.status(t.client) == "crashed"
 
 
-def test_each_row_transaction_of_a_transaction_heartbeats(make_cluster):
+def test_a_read_only_transaction_makes_no_token_calls(make_cluster):
+    cluster = make_cluster(lock_ttl=5.0)
+    calls = []
+    for name in ("register", "heartbeat", "release", "crash"):
+        original = getattr(cluster.lockservice, name)
+        setattr(cluster.lockservice, name,
+                lambda *a, _n=name, _f=original: (calls.append(_n), _f(*a))[1])
+    t = cluster.begin()
+    t.get("x", "c")
+    t.scan()
+    assert t.commit() and calls == []
+    t = cluster.begin()
+    t.set("x", "c", 1)
+    assert t.commit() and calls == ["register", "heartbeat", "release"]
+
+
+def test_each_writing_row_transaction_of_a_transaction_heartbeats(make_cluster):
     cluster = make_cluster(lock_ttl=5.0)
     t = cluster.begin()
-    cluster.clock.advance(4.0)
-    t.get("x", "c")                              # a row transaction refreshes the token
-    cluster.clock.advance(4.0)
-    assert cluster.lockservice.is_alive(t.client)
-    cluster.clock.advance(1.5)
-    assert not cluster.lockservice.is_alive(t.client)
+    t.set("x", "c", 1)
+    t.set("y", "c", 1)
+    ages = []
+
+    def slow_network(client, table, row, step):
+        if client == t.client:
+            cluster.clock.advance(4.0)      # 4 s pass before each of its row transactions
+            ages.append(cluster.lockservice.is_alive(client))
+    cluster.bigtable.interceptors.append(Gate(slow_network))
+    assert t.commit()                       # 4 steps, 16 s: each refreshed the token
+    assert ages == [True, True, True, True]   # registered at the first prewrite, then heartbeats
 
 
 def test_workers_share_a_token(make_cluster):

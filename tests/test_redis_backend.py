@@ -145,6 +145,8 @@ def test_liveness_tokens_are_shared(redis_url):
     a = Cluster(backend=redis_url, clock=clock_a, lock_ttl=5.0)
     b = Cluster(backend=redis_url, clock=clock_b, lock_ttl=5.0)
     t = a.begin()
+    assert b.lockservice.status(t.client) == "gone"       # no token before it writes
+    t.session.keep_alive()                                # what its first writing step does
     assert b.lockservice.status(t.client) == "alive"
     clock_b.advance(6.0)
     assert b.lockservice.status(t.client) == "expired"    # judged on b's clock

@@ -152,7 +152,9 @@ class RedisTimestampOracle:
             raise ValueError(f"n must be a positive int, got {n!r}")
         if n > MAX_TIMESTAMP:
             raise ValueError(f"n must be at most {MAX_TIMESTAMP}, got {n}")
-        last = self.store.call(self._next, keys=[self.key], args=[str(n), str(MAX_TIMESTAMP - n)])
+        args = [str(n), str(MAX_TIMESTAMP - n)]
+        last = self.store.call_durably(self.key, lambda client: self._next(
+            keys=[self.key], args=args, client=client))     # with wait=N: replicated first
         if last is None:
             raise StoreUnavailable(
                 f"the timestamp oracle at {self.store.url} is exhausted: {n} more timestamp(s) "

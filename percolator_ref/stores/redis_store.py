@@ -4,7 +4,9 @@
 in Redis; ``redis+cluster://host:port`` uses a Redis Cluster (any node as the
 entry point). Query options: ``prefix=`` (key namespace, default ``pc``;
 letters, digits, ``_``, ``.``, ``-``), ``lease_ms=`` (row lease, default
-5000), ``timeout=`` (socket seconds, 5), ``conditional=1`` (see below).
+5000), ``timeout=`` (socket seconds, 5), ``conditional=1`` (see below),
+``wait=N`` (with ``wait_timeout=`` ms, default 1000: see "Durability across a
+failover" below).
 
 Layout (``P`` = prefix). A row's keys share the hash tag ``{T/R}``, where
 ``T`` and ``R`` are the table and the row with ``%``, ``/``, ``{`` and ``}``
@@ -72,6 +74,19 @@ are updated by separate commands while the row lease is held (added before
 the row is written, removed after it emptied): an index may briefly list an
 empty row, never miss a non-empty one. There every mutation runs under the
 lease, so ``conditional=1`` saves no round trip.
+
+Durability across a failover (``wait=N``)
+-----------------------------------------
+Redis replicates asynchronously: a master that dies may take with it writes
+it had already acknowledged, and its replica, promoted, never saw them. With
+``wait=N`` every write that a commit depends on (each applying row script,
+the oracle's counter and, on a Redis Cluster, the row and notify indexes) is
+followed, on the same connection, by ``WAIT N wait_timeout``: the store
+returns only once ``N`` replicas hold the write, and raises
+:class:`StoreUnavailable` if fewer acknowledged in time (the write is on the
+master but not known to be durable, so it is not reported as done: a commit
+point that meets it ends in ``CommitOutcomeUnknown``). Leases and liveness
+tokens are not waited for: losing one only makes the protocol more careful.
 """
 from __future__ import annotations
 
@@ -316,6 +331,13 @@ class RedisBigtable(RawCellOperations):
         except ValueError:
             raise ValueError(f"backend lease_ms/timeout/db must be numbers, got {url!r}") from None
         self.conditional_mutations = options.get("conditional", "0") in ("1", "true", "yes")
+        try:
+            self.wait_replicas = int(options.get("wait", 0))
+            self.wait_timeout_ms = int(options.get("wait_timeout", 1000))
+        except ValueError:
+            raise ValueError(f"backend wait/wait_timeout must be ints, got {url!r}") from None
+        if self.wait_replicas < 0 or self.wait_timeout_ms < 1:
+            raise ValueError(f"backend wait must be >= 0 and wait_timeout >= 1 ms, got {url!r}")
         options["db"] = db
         return options
 
@@ -356,10 +378,54 @@ class RedisBigtable(RawCellOperations):
             raise StoreUnavailable(f"the server at {self.url} is not a Redis server: "
                                    f"{type(e).__name__}: {e}") from e
 
-    def _trip(self, script, keys, args):
+    def _trip(self, script, keys, args, durable: bool = False):
         with self._counter_lock:
             self.round_trips += 1
+        if durable:
+            return self.call_durably(keys[0], lambda client: script(keys=keys, args=args,
+                                                                    client=client))
         return self.call(script, keys=keys, args=args)
+
+    def call_durably(self, key: str, command: Callable):
+        """``command(client)``: one write to the node holding ``key``; with ``wait=N``, then
+        ``WAIT N wait_timeout`` on the same connection (see "Durability across a failover").
+
+        Returns the write's reply. Raises :class:`StoreUnavailable` if the server
+        fails or fewer than ``N`` replicas acknowledged the write in time.
+        """
+        if not self.wait_replicas:
+            return self.call(command, self.redis)
+        for attempt in range(3):
+            try:
+                replies = self.call(self._write_then_wait, key, command)
+                break
+            except StoreUnavailable as e:
+                if not self.cluster_mode:
+                    raise
+                self._refresh_slots()            # a failover may have moved the slot
+                if attempt == 2 or not isinstance(e.__cause__, redis.exceptions.MovedError):
+                    raise                        # (MOVED: refused, nothing applied: retry)
+        if replies[-1] < self.wait_replicas:
+            raise StoreUnavailable(
+                f"Redis store at {self.url}: only {replies[-1]} of {self.wait_replicas} "
+                f"replica(s) acknowledged a write within {self.wait_timeout_ms} ms; it is on "
+                f"the master but not known to survive a failover")
+        return replies[0]
+
+    def _write_then_wait(self, key: str, command: Callable) -> list:
+        client = self.redis
+        if self.cluster_mode:
+            client = self.redis.get_redis_connection(self.redis.get_node_from_key(key))
+        with client.pipeline(transaction=False) as pipe:
+            command(pipe)
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+            return pipe.execute()
+
+    def _refresh_slots(self) -> None:
+        try:
+            self.redis.nodes_manager.initialize()
+        except Exception:       # noqa: BLE001 - best effort: the next call retries
+            pass
 
     def row_keys(self, table: str, row: str) -> list:
         """The row's data, version-count and lease keys (one hash tag, see the module doc)."""
@@ -497,7 +563,7 @@ class RedisBigtable(RawCellOperations):
                 "1" if self.cluster_mode else "0"] + tail
         deadline = time.monotonic() + self.lease_ms * 3 / 1000
         for attempt in itertools.count():
-            reply = self._trip(self._apply_script, keys, args)
+            reply = self._trip(self._apply_script, keys, args, durable=True)
             if reply[0] in (1, 2):              # 2: a conditional mutation's check failed
                 return reply
             if reply[0] == -1:
@@ -513,12 +579,12 @@ class RedisBigtable(RawCellOperations):
         if all(value is None for _, _, value in rt.mutations):
             return
         ix, tables, notify = self.index_keys(rt.table)
-        self.call(self.redis.zadd, ix, {rt.row: 0})
-        self.call(self.redis.zadd, tables, {rt.table: 0})
+        self.call_durably(ix, lambda client: client.zadd(ix, {rt.row: 0}))
+        self.call_durably(tables, lambda client: client.zadd(tables, {rt.table: 0}))
         for column, _, value in rt.mutations:
             if value is not None and column.endswith(NOTIFY_SUFFIX):
                 member = SEP.join((rt.table, rt.row, column[: -len(NOTIFY_SUFFIX)]))
-                self.call(self.redis.zadd, notify, {member: 0})
+                self.call_durably(notify, lambda client, m=member: client.zadd(notify, {m: 0}))
 
     def _cluster_index_remove(self, rt: RedisRowTransaction, reply: list) -> None:
         """Cluster mode, lease still held: unlist what the apply emptied."""
