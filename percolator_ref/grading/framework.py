@@ -33,7 +33,7 @@ maps ``NN`` to the module. Everything else is found from that object.
      unreadable. So inheriting, aliasing or delegating at run time fails too.
      Hide the step the student writes, not what the scenario needs to build
      its world: a ``Transaction``-subclass exercise hides the graded method
-     (``"percolator_ref.transaction:Transaction._snapshot_read"``), not the
+     (``"percolator_ref.transaction:Transaction.snapshot_read"``), not the
      class; the student's subclass overrides the stub. After hiding, the
      scenario cannot use the hidden step either: build the world with other
      steps, run the student's class, and observe through
