@@ -43,15 +43,26 @@ broker's row, so concurrent Trade-Results conflict. The fix follows the
 spirit of §2.4's advice, that an observer conflicting on a hotspot can be
 split into two joined by a notification. With ``broker_fix=True`` a
 Trade-Result instead writes one side row per trade (``broker_comm``); an
-aggregation folds them into the broker row (an observer where the cluster
-runs observers, else a periodic aggregator transaction), and the broker
-conditions hold once aggregated.
+aggregation folds them into the broker row, and the broker conditions hold
+once aggregated. ``TpceConfig.aggregation`` picks how:
+
+- ``"observer"`` (default): the Trade-Result also sets a weak notification
+  (no write, no conflict) on its side row's group (ten consecutive trade ids,
+  :func:`side_group`); the :func:`fold_side_rows` observer folds the whole
+  group in one run, however many trades notified it (they collapse);
+- ``"observer-per-trade"``: the side row's own write notifies
+  :func:`fold_commission`, one run per trade, plus a second, idle one for the
+  delete: kept to measure what collapsing saves;
+- ``"periodic"``: one aggregator transaction folds every side row (also off a
+  cluster). On the kit's Bigtable its scan also reads the rows it already
+  folded (a delete leaves a record), so its cost grows with the run's length.
 
 Drivers: :meth:`Tpce.run_rounds` is deterministic (``clients`` transactions
 run concurrently in each round: all read, then all commit in a seeded order),
 for tests and notebooks; :meth:`Tpce.run_threads` runs real emulator threads
 for a number of seconds (with ``latency`` modeling a round trip per row
-transaction) and measures tpsE. :meth:`Tpce.check_invariants` checks TPC-E's
+transaction) and measures tpsE over that window; what is still in flight
+when it closes (and the aggregation's backlog) is reported apart. :meth:`Tpce.check_invariants` checks TPC-E's
 consistency conditions after a run.
 
 The package's modules:
@@ -63,33 +74,36 @@ The package's modules:
 ``workload``        :class:`Tpce`: loading, the mix, retries, aggregation
 ``drivers``         deterministic rounds, emulator threads, modeled latency
 ``invariants``      TPC-E's consistency conditions on one snapshot
-``stats``           counts, percentiles, summaries
+``stats``           counts (and their DataFrame), percentiles, summaries
 ``processes``       client processes on a shared store; CPU against SQLite
 ==================  ==========================================================
 """
 from __future__ import annotations
 
-from .drivers import modeled_latency
+from .drivers import count_side_rows, modeled_latency, observer_sweep
 from .invariants import check_snapshot, read_snapshot
 from .processes import (cpu_per_trade, merge_process_results, new_cluster, process_worker,
                         run_processes)
-from .schema import (ACCOUNT, ACCOUNT_TRADE, BROKER, BROKER_COMM, COMMISSION_PERCENT,
-                     FEED_SYMBOLS, HOLDING, MAX_ATTEMPTS, MIX, READ_ONLY, REQUEST, SECURITY,
-                     SETTLEMENT, SUMMARY, TRADE, TpceConfig, positive_int, prefix_range)
+from .schema import (ACCOUNT, ACCOUNT_TRADE, AGGREGATIONS, BROKER, BROKER_COMM,
+                     COMMISSION_PERCENT, FEED_SYMBOLS, HOLDING, MAX_ATTEMPTS, MIX, READ_ONLY,
+                     REQUEST, SECURITY, SETTLEMENT, SUMMARY, TRADE, UNFOLDED, TpceConfig,
+                     positive_int, prefix_range)
 from .stats import Stats, merge_summaries, percentile, summarize
 from .stores import NoWrites, PercolatorStore, SqliteStore, SqliteTxn
 from .transactions import (TRANSACTIONS, aggregate_commissions, customer_position,
-                           fold_commission, market_feed, take_lots, trade_order, trade_result,
-                           trade_status)
+                           fold_commission, fold_rows, fold_side_rows, market_feed, side_group,
+                           side_row, take_lots, trade_order, trade_result, trade_status)
 from .workload import Tpce
 
 __all__ = [
-    "ACCOUNT", "ACCOUNT_TRADE", "BROKER", "BROKER_COMM", "COMMISSION_PERCENT", "FEED_SYMBOLS",
-    "HOLDING", "MAX_ATTEMPTS", "MIX", "READ_ONLY", "REQUEST", "SECURITY", "SETTLEMENT",
-    "SUMMARY", "TRADE", "TRANSACTIONS", "NoWrites", "PercolatorStore", "SqliteStore",
-    "SqliteTxn", "Stats", "Tpce", "TpceConfig", "aggregate_commissions", "check_snapshot",
-    "cpu_per_trade", "customer_position", "fold_commission", "market_feed",
+    "ACCOUNT", "ACCOUNT_TRADE", "AGGREGATIONS", "BROKER", "BROKER_COMM", "COMMISSION_PERCENT",
+    "FEED_SYMBOLS", "HOLDING", "MAX_ATTEMPTS", "MIX", "READ_ONLY", "REQUEST", "SECURITY",
+    "SETTLEMENT", "SUMMARY", "TRADE", "TRANSACTIONS", "UNFOLDED", "NoWrites",
+    "PercolatorStore", "SqliteStore", "SqliteTxn", "Stats", "Tpce", "TpceConfig",
+    "aggregate_commissions", "check_snapshot", "count_side_rows", "cpu_per_trade",
+    "customer_position", "fold_commission", "fold_rows", "fold_side_rows", "market_feed",
     "merge_process_results", "merge_summaries", "modeled_latency", "new_cluster",
-    "percentile", "positive_int", "prefix_range", "process_worker", "read_snapshot",
-    "run_processes", "summarize", "take_lots", "trade_order", "trade_result", "trade_status",
+    "observer_sweep", "percentile", "positive_int", "prefix_range", "process_worker",
+    "read_snapshot", "run_processes", "side_group", "side_row", "summarize", "take_lots",
+    "trade_order", "trade_result", "trade_status",
 ]

@@ -7,6 +7,8 @@ from typing import Optional
 ACCOUNT, BROKER, SECURITY, TRADE = "account", "broker", "security", "trade"
 ACCOUNT_TRADE, REQUEST, HOLDING = "account_trade", "trade_request", "holding"
 SUMMARY, SETTLEMENT, BROKER_COMM = "holding_summary", "settlement", "broker_comm"
+UNFOLDED = "unfolded"      # a side-row group's column, notified (weakly) by Trade-Results
+AGGREGATIONS = ("observer", "observer-per-trade", "periodic")
 
 MIX = {"trade_order": 10.1, "trade_result": 10.0, "market_feed": 1.0,
        "customer_position": 13.0, "trade_status": 19.0}
@@ -32,7 +34,15 @@ def positive_int(value, argument: str, minimum: int = 1) -> int:
 
 @dataclass(frozen=True)
 class TpceConfig:
-    """Sizes of the database. TPC-E has one broker per 100 customers (at least one here)."""
+    """Sizes of the database. TPC-E has one broker per 100 customers (at least one here).
+
+    ``broker_fix``: Trade-Results write side rows instead of the broker row;
+    ``aggregation`` says how the side rows are folded into it: ``"observer"``
+    (a weak notification on the side row's group wakes :func:`fold_side_rows`,
+    one run folding all the side rows of the group), ``"observer-per-trade"`` (each side
+    row notifies :func:`fold_commission`, one run per trade) or ``"periodic"``
+    (an aggregator transaction folds every side row; also off a cluster).
+    """
     customers: int = 200
     securities: int = 20
     brokers: Optional[int] = None
@@ -40,7 +50,7 @@ class TpceConfig:
     initial_lots: int = 2                   # securities held per account at load
     lot_qty: int = 100
     broker_fix: bool = False
-    aggregation: str = "observer"           # broker fix: "observer" or "periodic" transaction
+    aggregation: str = "observer"           # broker fix: one of AGGREGATIONS
     seed: int = 0
 
     def __post_init__(self):
@@ -56,8 +66,8 @@ class TpceConfig:
         if not isinstance(self.broker_fix, bool):
             raise TypeError(f"broker_fix must be a bool, got {self.broker_fix!r}")
         positive_int(self.seed, "seed", 0)
-        if self.aggregation not in ("observer", "periodic"):
-            raise ValueError(f"aggregation must be 'observer' or 'periodic', "
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"aggregation must be one of {AGGREGATIONS}, "
                              f"got {self.aggregation!r}")
 
     @property

@@ -19,10 +19,30 @@ class Stats:
     violations: list = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def snapshot(self) -> "Stats":
+        """A copy of the counts so far (taken under the lock), to summarize a window."""
+        with self.lock:
+            return Stats(Counter(self.committed), Counter(self.aborted), Counter(self.gave_up),
+                         self.trade_results, list(self.latencies), list(self.violations))
+
     def abort_rate(self, names=None) -> float:
         names = names or set(self.committed) | set(self.aborted)
         attempts = sum(self.committed[n] + self.aborted[n] for n in names)
         return sum(self.aborted[n] for n in names) / attempts if attempts else 0.0
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per transaction type (index ``transaction``):
+        ``committed``, ``aborted`` (attempts), ``gave_up`` and ``abort_rate``
+        (aborted / attempts). ``aggregate`` counts the broker fix's aggregation
+        runs. pandas is imported here, when called."""
+        import pandas as pd
+        with self.lock:
+            names = sorted(set(self.committed) | set(self.aborted) | set(self.gave_up))
+            rows = [(n, self.committed[n], self.aborted[n], self.gave_up[n]) for n in names]
+        frame = pd.DataFrame(rows, columns=["transaction", "committed", "aborted", "gave_up"])
+        attempts = frame.committed + frame.aborted
+        frame["abort_rate"] = (frame.aborted / attempts.where(attempts > 0)).fillna(0.0).round(4)
+        return frame.set_index("transaction")
 
 
 def percentile(values: list, p: float) -> float:

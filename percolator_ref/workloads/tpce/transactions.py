@@ -12,7 +12,7 @@ from collections import defaultdict
 from typing import Optional
 
 from .schema import (ACCOUNT, ACCOUNT_TRADE, BROKER, BROKER_COMM, COMMISSION_PERCENT, HOLDING,
-                     REQUEST, SECURITY, SETTLEMENT, SUMMARY, TRADE, prefix_range)
+                     REQUEST, SECURITY, SETTLEMENT, SUMMARY, TRADE, UNFOLDED, prefix_range)
 
 
 def trade_order(t, acct: str, symbol: str, qty: int, is_buy: bool,
@@ -39,8 +39,13 @@ def trade_order(t, acct: str, symbol: str, qty: int, is_buy: bool,
     return {"queued": [trade_id]}
 
 
-def trade_result(t, trade_id: str, broker_fix: bool) -> dict:
-    """Execute a pending trade at the last price: holdings, cash, settlement, broker."""
+def trade_result(t, trade_id: str, broker_fix: bool, notify: bool = False) -> dict:
+    """Execute a pending trade at the last price: holdings, cash, settlement, broker.
+
+    ``broker_fix``: write the commission to a side row instead of the broker row;
+    ``notify`` (with it): also set a weak notification on the side row's group
+    (:func:`side_group`), which wakes the :func:`fold_side_rows` observer.
+    """
     if t.get(trade_id, "status", table=TRADE) != "pending":
         return {"completed": False}                       # already done (never twice)
     order = json.loads(t.get(trade_id, "order", table=TRADE))
@@ -48,7 +53,20 @@ def trade_result(t, trade_id: str, broker_fix: bool) -> dict:
     _write_holdings(t, trade_id, order, execution)
     _write_settlement(t, trade_id, order, execution)
     _write_broker(t, trade_id, order, execution, broker_fix)
+    if broker_fix and notify:                             # no write, so no conflict
+        t.notify(side_group(order["broker"], trade_id), UNFOLDED, table=BROKER_COMM)
     return {"completed": True}
+
+
+def side_group(broker: str, trade_id: str) -> str:
+    """The group row of a trade's side row: ``B00/T0000004`` (the id without its last
+    character: ten consecutive trade ids). An observer run folds one group."""
+    return f"{broker}/{trade_id[:-1]}"
+
+
+def side_row(broker: str, trade_id: str) -> str:
+    """The broker fix's side row of a trade: ``B00/T0000004/T00000042``."""
+    return f"{side_group(broker, trade_id)}/{trade_id}"
 
 
 def _read_execution(t, order: dict, broker_fix: bool) -> dict:
@@ -102,7 +120,7 @@ def _write_broker(t, trade_id: str, order: dict, ex: dict, broker_fix: bool) -> 
     """The broker's trade count and commission: the hotspot row, or a side row (the fix)."""
     broker, commission = order["broker"], ex["commission"]
     if broker_fix:                                        # a side row, aggregated later
-        t.set(f"{broker}/{trade_id}", "commission", commission, table=BROKER_COMM)
+        t.set(side_row(broker, trade_id), "commission", commission, table=BROKER_COMM)
     else:                                                 # the hotspot
         count, total = ex["broker_totals"]
         t.set(broker, "num_trades", count + 1, table=BROKER)
@@ -168,23 +186,42 @@ def trade_status(t, acct: str, last: int = 10) -> dict:
     return {"violations": violations}
 
 
-def aggregate_commissions(t) -> dict:
-    """The broker fix: fold every per-trade commission side row into its broker's totals."""
-    per_broker = defaultdict(list)
-    for row, _col, commission in t.scan(BROKER_COMM):
-        per_broker[row.split("/")[0]].append((row, commission))
-    for broker, rows in sorted(per_broker.items()):
+def fold_rows(t, broker: str, rows: list) -> int:
+    """Add side ``rows`` (``[(row, commission)]``) to ``broker``'s totals, delete them."""
+    if rows:
         count = t.get(broker, "num_trades", table=BROKER)
         total = t.get(broker, "comm_total", table=BROKER)
         t.set(broker, "num_trades", count + len(rows), table=BROKER)
         t.set(broker, "comm_total", total + sum(c for _r, c in rows), table=BROKER)
         for row, _c in rows:
             t.delete(row, "commission", table=BROKER_COMM)
-    return {"folded": sum(len(r) for r in per_broker.values())}
+    return len(rows)
+
+
+def aggregate_commissions(t) -> dict:
+    """The broker fix: fold every per-trade commission side row into its broker's totals."""
+    per_broker = defaultdict(list)
+    for row, _col, commission in t.scan(BROKER_COMM):
+        per_broker[row.split("/")[0]].append((row, commission))
+    return {"folded": sum(fold_rows(t, broker, rows)
+                          for broker, rows in sorted(per_broker.items()))}
+
+
+def fold_side_rows(txn, row: str, column: str) -> None:
+    """The broker fix as an observer of the group rows' ``unfolded`` column (weak
+    notifications): fold every side row of group ``row`` into its broker in one run,
+    however many Trade-Results notified it (the notifications collapse)."""
+    side_rows = [(r, c) for r, _col, c in txn.scan(BROKER_COMM, *prefix_range(row))]
+    fold_rows(txn, row.split("/")[0], side_rows)
 
 
 def fold_commission(txn, row: str, column: str) -> None:
-    """The broker fix as an observer of ``broker_comm.commission``: fold one side row."""
+    """The broker fix as an observer of ``broker_comm.commission``: fold one side row.
+
+    One run per trade, and a second one, with nothing to do, for the delete
+    (a write to the observed column notifies again): aggregation
+    ``"observer-per-trade"``, kept to compare with :func:`fold_broker`.
+    """
     commission = txn.get(row, column, table=BROKER_COMM)
     if commission is None:                 # the side row's own delete notified us
         return

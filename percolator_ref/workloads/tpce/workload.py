@@ -10,10 +10,10 @@ from typing import Callable, Optional
 from . import drivers
 from .invariants import check_snapshot, read_snapshot
 from .schema import (ACCOUNT, BROKER, BROKER_COMM, FEED_SYMBOLS, HOLDING, MAX_ATTEMPTS, MIX,
-                     SECURITY, SUMMARY, TpceConfig, positive_int)
+                     SECURITY, SUMMARY, UNFOLDED, TpceConfig, positive_int)
 from .stats import Stats, summarize
 from .stores import NoWrites, PercolatorStore
-from .transactions import TRANSACTIONS, fold_commission
+from .transactions import TRANSACTIONS, fold_commission, fold_side_rows
 
 
 class Tpce:
@@ -53,10 +53,13 @@ class Tpce:
         """The broker fix's aggregation: an observer on a cluster, else a periodic transaction."""
         if not self.config.broker_fix:
             return None
-        if self.cluster is not None and self.config.aggregation == "observer":
+        if self.cluster is None or self.config.aggregation == "periodic":
+            return "periodic"
+        if self.config.aggregation == "observer":
+            self.cluster.observe(BROKER_COMM, UNFOLDED, name="fold")(fold_side_rows)
+        else:
             self.cluster.observe(BROKER_COMM, "commission", name="fold")(fold_commission)
-            return "observer"
-        return "periodic"
+        return self.config.aggregation
 
     # -- loading ------------------------------------------------------------
     def _load(self, write: bool = True) -> None:
@@ -95,7 +98,7 @@ class Tpce:
         name = rng.choices(list(MIX), weights=list(MIX.values()))[0]
         if name == "trade_result":
             try:
-                return name, (self.pending.popleft(), cfg.broker_fix)
+                return name, self.trade_result_args(self.pending.popleft())
             except IndexError:
                 name = "trade_order"
         if name == "market_feed" and feed_busy:
@@ -108,6 +111,10 @@ class Tpce:
         if name == "market_feed":
             return name, (self._feed_prices(rng),)
         return name, (acct,)
+
+    def trade_result_args(self, trade_id: str) -> tuple:
+        """The arguments of :func:`trade_result` for ``trade_id`` in this configuration."""
+        return trade_id, self.config.broker_fix, self.aggregation == "observer"
 
     def _feed_prices(self, rng: random.Random) -> dict:
         """A random walk step for a few securities (the market emulator's ticker)."""
@@ -184,22 +191,28 @@ class Tpce:
         return drivers.run_threads(self, threads, seconds, latency, aggregate_period,
                                    progress, drain)
 
-    def aggregate(self, sleep: Callable = time.sleep) -> None:
+    def aggregate(self, sleep: Callable = time.sleep,
+                  stop: Optional[threading.Event] = None) -> None:
         """Fold the broker side rows (the broker fix): run the observers, or one aggregator
-        transaction (retried on conflict, backing off with ``sleep``)."""
-        if self.aggregation == "observer":
-            with self._aggregate_lock:         # one observer runner at a time
-                runs = self.cluster.run_observers()
-            with self.stats.lock:
-                self.stats.committed["aggregate"] += runs
-        else:
+        transaction (retried on conflict, backing off with ``sleep``).
+
+        Observers run until no notification is pending; with ``stop``, one sweep
+        over the notifications pending now, ending early once ``stop`` is set.
+        """
+        if self.aggregation == "periodic":
             self.execute("aggregate", (), random.Random(0), sleep)
+            return
+        with self._aggregate_lock:             # one observer runner at a time
+            runs = (self.cluster.run_observers() if stop is None
+                    else drivers.observer_sweep(self.cluster, stop))
+        with self.stats.lock:
+            self.stats.committed["aggregate"] += runs
 
     def drain(self) -> None:
         """Finish: run every pending Trade-Result, then aggregate (broker fix)."""
         rng = random.Random(1)
         while self.pending:
-            self.execute("trade_result", (self.pending.popleft(), self.config.broker_fix), rng)
+            self.execute("trade_result", self.trade_result_args(self.pending.popleft()), rng)
         if self.config.broker_fix:
             self.aggregate()
 
