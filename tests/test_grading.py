@@ -1,5 +1,5 @@
-"""The grading can fail: references pass, mutants die, unsolved exercises fail nbval; the grader's
-formats (report, CSV, Gradescope), -j, and its static and error feedback."""
+"""The grading can fail: every exercise is a spec of scenarios + verdicts, unsolved exercises fail
+nbval; the grader's formats (report, CSV, Gradescope), -j, and its static and error feedback."""
 import csv
 import json
 import re
@@ -18,33 +18,24 @@ from grading_helpers import pristine_path, solution_answer, solution_path, stude
 
 REPO = Path(__file__).resolve().parents[1]
 EXERCISES = sorted(grading.MODULES)
-LEGACY = [n for n in EXERCISES if not isinstance(getattr(grading.exercise(n), "exercise", None), Exercise)]
 
 
-@pytest.mark.parametrize("n", LEGACY)
-def test_reference_passes_its_legacy_battery(n):
-    ex = grading.exercise(n)
-    report = ex.battery.run(ex.reference)
-    assert report.passed, report.failures()
-    assert str(report).endswith(f"{len(ex.battery)}/{len(ex.battery)} checks passed")
+@pytest.mark.parametrize("n", EXERCISES)
+def test_every_exercise_is_a_spec_of_scenarios_and_verdicts(n):
+    module = grading.exercise(n)
+    assert isinstance(module.exercise, Exercise) and module.exercise.number == n
+    assert len(module.exercise) >= 6
+    assert not {"battery", "reference", "mutants"} & set(vars(module)), \
+        "the old battery and its reference are gone: a reference would be reachable in the sandbox"
 
 
-@pytest.mark.parametrize("n", LEGACY)
-def test_legacy_battery_kills_every_mutant(n, capsys):
-    ex = grading.exercise(n)
-    assert len(ex.mutants) >= 4, "each battery is proven against several wrong answers"
-    survivors = [name for name, m in ex.mutants.items() if ex.battery.run(m).passed]
-    with capsys.disabled():
-        print(f"\nexercise {n}: {len(ex.battery)} checks, "
-              f"{len(ex.mutants) - len(survivors)}/{len(ex.mutants)} mutants killed")
-    assert survivors == []
-
-
-@pytest.mark.parametrize("n", LEGACY)
-def test_report_is_deterministic(n):
-    ex = grading.exercise(n)
-    wrong = next(iter(ex.mutants.values()))
-    assert str(ex.battery.run(wrong)) == str(ex.battery.run(wrong))
+def test_a_module_without_a_spec_is_refused():
+    import types
+    from percolator_ref.grading.framework import spec_of
+    with pytest.raises(ValueError, match="defines no Exercise"):
+        spec_of(types.ModuleType("ex99_nothing"), "answer")
+    with pytest.raises(ValueError, match="the check cell grades 'Wrong'"):
+        spec_of(grading.exercise(5), "Wrong")
 
 
 def test_self_check_of_a_converted_exercise_is_deterministic():
@@ -99,7 +90,7 @@ def test_exercise_is_graded_in_the_sandbox_from_its_answer_cell(tmp_path):
             cell.source = "print(" + json.dumps(cell.outputs[0]["text"]) + ", end='')"
     nbformat.write(tampered, tmp_path / "tampered.ipynb")
     g_good, g_bad = grade_all([good, tmp_path / "tampered.ipynb"], jobs=2)
-    assert g_good.passed and g_good.trusted and g_good.total == len(grading.exercise(8).exercise)
+    assert g_good.passed and g_good.total == len(grading.exercise(8).exercise)
     assert g_bad.n_passed == 0 and "NotImplementedError: Exercise 8" in g_bad.checks[0].reason
 
 

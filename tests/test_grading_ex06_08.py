@@ -25,7 +25,7 @@ def test_delegating_to_the_hidden_run_observer_scores_zero_where_it_is_used(tmp_
         "                         run_observer=observers.run_observer)")
     assert "observers.run_observer" in answer
     g = grade(student_notebook(tmp_path / "delegates.ipynb", 6, answer), limits=LIMITS)
-    assert g.problems == [] and g.trusted
+    assert g.problems == []
     failed = [r for r in g.checks if not r.passed]
     assert len(failed) >= 10
     assert any("hidden during grading" in r.reason for r in failed), g.summary()

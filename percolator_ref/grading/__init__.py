@@ -1,19 +1,16 @@
 """Graded exercises: specs of scenario checks, the generator, the sandboxed grader.
 
-Each exercise ``N`` has a module ``exNN_<name>``. A converted exercise defines
-``exercise``, a :class:`~.framework.Exercise` (scenarios run against the
-student's code in a sandbox, verdicts in the grader: read
-:mod:`.framework`'s docstring to write one). An exercise not converted yet
-defines the old ``battery`` (with ``reference`` and ``mutants``), graded in
-the sandbox through :mod:`.legacy`. The notebooks in ``solutions/`` are the
-source of truth for ``exercises/`` (:mod:`.generate`); :mod:`.grader` grades
+Each exercise ``N`` has a module ``exNN_<name>`` that defines ``exercise``, a
+:class:`~.framework.Exercise` (scenarios run against the student's code in a
+sandbox, verdicts in the grader: read :mod:`.framework`'s docstring to write
+one). The notebooks in ``solutions/`` are the source of truth for ``exercises/`` (:mod:`.generate`); :mod:`.grader` grades
 submitted notebooks (``percolator grade``).
 """
 from __future__ import annotations
 
 import importlib
 
-from .battery import GRADE_LOG_ENV, Battery, BudgetExceeded, Report, Result
+from .battery import BudgetExceeded, Report, Result
 from .framework import Exercise, Fail, require, run_local
 
 MODULES = {
@@ -29,17 +26,12 @@ MODULES = {
 
 
 def exercise(n: int):
-    """The module of exercise ``n`` (``battery``, ``reference``, ``mutants``)."""
+    """The module of exercise ``n`` (its spec is the module's ``exercise``)."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"n must be an int exercise number, got {n!r}")
     if n not in MODULES:
         raise ValueError(f"n must be one of {sorted(MODULES)}, got {n}")
     return importlib.import_module(f"{__name__}.{MODULES[n]}")
-
-
-def battery(n: int) -> Battery:
-    """The old battery of an exercise not converted yet."""
-    return exercise(n).battery
 
 
 def check(n: int, impl) -> Report:
@@ -48,12 +40,8 @@ def check(n: int, impl) -> Report:
     Not the grade: ``percolator grade`` runs the answer cells in a sandbox and
     judges outside it.
     """
-    module = exercise(n)
-    spec = getattr(module, "exercise", None)
-    if isinstance(spec, Exercise):
-        return run_local(spec, impl)
-    return module.battery.run(impl)
+    return run_local(exercise(n).exercise, impl)
 
 
-__all__ = ["Battery", "BudgetExceeded", "Exercise", "Fail", "GRADE_LOG_ENV", "MODULES", "Report",
-           "Result", "battery", "check", "exercise", "require", "run_local"]
+__all__ = ["BudgetExceeded", "Exercise", "Fail", "MODULES", "Report", "Result", "check",
+           "exercise", "require", "run_local"]

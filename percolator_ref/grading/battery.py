@@ -1,42 +1,26 @@
-"""Batteries of scenario checks, and the deterministic report they print.
+"""What a run of checks reports, and the row-transaction budget that stops endless loops.
 
-A :class:`Battery` is an ordered list of named checks for one exercise. Each
-check is a function ``check(impl)`` that builds a small scenario on a fresh
-:class:`~percolator_ref.Cluster` (manual clock, fixed timestamps), plugs the
-student's ``impl`` in, and raises ``AssertionError("short reason")`` when
-the implementation misbehaves. :meth:`Battery.run` never raises: any
-exception inside a check is that check's FAIL, with a short reason.
+A :class:`Report` holds one :class:`Result` per check of an exercise, in
+order; ``print(report)`` is its deterministic text (``PASS``, or ``FAIL`` with
+the feedback sentence, then ``k/n checks passed``). The text depends only on
+the outcomes, so a notebook can store the passing report and nbval compares
+it: the exercise passes exactly when the student's code passes every check.
 
-The report text depends only on the outcomes, so a notebook can store the
-passing report and nbval compares it: the exercise passes exactly when the
-student's code passes every check.
-
-When the environment variable ``PERCOLATOR_GRADE_LOG`` names a file, each run
-appends one JSON line with its results (``percolator grade`` reads it to
-print a per-check summary).
+:func:`guard` attaches a budget to a scenario's cluster: a student's retry
+loop that never ends raises :class:`BudgetExceeded` instead of hanging the
+notebook's own check cell (the grader also has a time limit per scenario).
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..interceptors import Gate
 
-GRADE_LOG_ENV = "PERCOLATOR_GRADE_LOG"
 ROW_TRANSACTION_BUDGET = 400
 
 
 class BudgetExceeded(Exception):
     """A scenario ran more row transactions than any correct answer needs (a loop?)."""
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    fn: Callable
-    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,7 +32,7 @@ class Result:
 
 @dataclass
 class Report:
-    """Outcomes of one battery run; ``print(report)`` is the deterministic text."""
+    """Outcomes of one run of an exercise's checks; ``print(report)`` is the deterministic text."""
     exercise: int
     title: str
     results: list = field(default_factory=list)
@@ -72,67 +56,6 @@ class Report:
         return "\n".join(lines)
 
     __repr__ = __str__
-
-    def to_json(self) -> dict:
-        return {"exercise": self.exercise, "title": self.title,
-                "results": [{"name": r.name, "passed": r.passed, "reason": r.reason}
-                            for r in self.results]}
-
-
-def _reason(exc: BaseException) -> str:
-    """A one-line, deterministic reason for a failed check."""
-    if isinstance(exc, AssertionError):
-        text = str(exc) or "assertion failed"
-    else:
-        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= 160 else text[:157] + "..."
-
-
-class Battery:
-    """The scenario checks of exercise ``exercise``, run in order by :meth:`run`."""
-
-    def __init__(self, exercise: int, title: str):
-        self.exercise = exercise
-        self.title = title
-        self.checks: list[Check] = []
-
-    def check(self, name: str) -> Callable:
-        """Decorator: register ``fn(impl)`` as the check called ``name``."""
-        def register(fn):
-            if any(c.name == name for c in self.checks):
-                raise ValueError(f"duplicate check name {name!r}")
-            self.checks.append(Check(name, fn, (fn.__doc__ or "").strip()))
-            return fn
-        return register
-
-    def run(self, impl) -> Report:
-        """Run every check against ``impl``; never raises."""
-        report = Report(self.exercise, self.title)
-        for check in self.checks:
-            try:
-                check.fn(impl)
-            except BaseException as exc:      # noqa: BLE001 - a student's bug is a FAIL
-                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                    raise
-                report.results.append(Result(check.name, False, _reason(exc)))
-            else:
-                report.results.append(Result(check.name, True))
-        _log(report)
-        return report
-
-    def __len__(self):
-        return len(self.checks)
-
-    def __repr__(self):
-        return f"<Battery exercise {self.exercise}: {self.title}, {len(self.checks)} checks>"
-
-
-def _log(report: Report) -> None:
-    path = os.environ.get(GRADE_LOG_ENV)
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(report.to_json()) + "\n")
 
 
 def guard(cluster, budget: int = ROW_TRANSACTION_BUDGET):

@@ -71,12 +71,16 @@ maps ``NN`` to the module. Everything else is found from that object.
      bool, None): what was observed, never a judgement. Return values go
      through :func:`plain` (a non-JSON value becomes ``{"repr", "type"}``),
      calls that may raise through :func:`outcome` (``{"value": ...}`` or
-     ``{"raised": "TypeError: ... (line 7 of your answer cell)"}``);
-     ``cluster.bigtable.dump()`` is plain already. ``ctx.path(name)`` is a
+     ``{"raised": "TypeError: ... (line 7 of your answer cell)"}``); raw
+     cells (locks and write records are objects) through
+     :func:`.worlds.versions`. ``ctx.path(name)`` is a
      path in a fresh directory of this scenario, ``ctx.writes()`` records
      which files are opened for writing (see :class:`Context`). An exception
      that escapes the scenario fails the check with feedback naming the
      scenario and the line of the student's cell; the verdict is not called.
+     A scenario runs at most ``--scenario-timeout`` seconds (10 by default)
+     in the sandbox; a world that stops endless retry loops is built with
+     :func:`.battery.guard` (see :mod:`.worlds`).
    - ``verdict(obs, p) -> None`` runs in the grader (the parent process) on the
      observations. It raises :class:`Fail` (use :func:`require`) with ONE
      sentence that names the rule of the protocol that was broken, in the
@@ -92,20 +96,7 @@ maps ``NN`` to the module. Everything else is found from that object.
    solution notebook's answer cells to pass every check. At least 6 per
    exercise.
 
-4. **Converting an old battery** (``battery``, ``reference``, ``mutants``):
-   split each old ``check(impl)`` into a scenario (everything up to and
-   including running the student's code, returning what was observed: raw
-   cells, return values, ``outcome(...)`` of calls expected to raise) and a
-   verdict (the old ``assert`` lines, as ``require`` with a sentence in the
-   paper's terms). Put timestamps (``Cluster(first_timestamp=p["t0"])``),
-   rows and values in ``params``. Turn the old mutants into catalogue entries
-   written as whole answer cells, add the misconceptions issue 10 names, and
-   delete ``battery``, ``reference`` and ``mutants``: the module is then
-   graded through this framework (``Grade.trusted`` becomes True) and
-   :mod:`.legacy` no longer applies to it. Budget: a scenario runs at most
-   ``--scenario-timeout`` seconds (10 by default) in the sandbox.
-
-5. **The notebook.** The check cell stays ``grading.check(NN, <answer>)``
+4. **The notebook.** The check cell stays ``grading.check(NN, <answer>)``
    (in-process, :func:`run_local`, for the student's own use; not trusted).
    ``percolator grade`` never runs it: it runs the pristine code cells of
    ``exercises/NN_*.ipynb`` and the student's versions of the answer cells
@@ -167,7 +158,6 @@ class Exercise:
         self.number, self.title, self.answer = number, title, answer
         self.graded = {name: tuple(methods) for name, methods in graded.items()}
         self.hidden, self.forbidden_bases = tuple(hidden), tuple(forbidden_bases)
-        self.trusted = True          # verdicts judged in the grader (False: legacy adapter)
         self._scenarios: dict = {}
         self._verdicts: dict = {}
 
@@ -348,6 +338,17 @@ def judge(check: Check, result, p: dict) -> Result:
     except Exception as exc:     # noqa: BLE001 - observations are untrusted input
         return Result(check.name, False, f"malformed observations ({type(exc).__name__}: {exc})"[:MAX_FEEDBACK])
     return Result(check.name, True)
+
+
+def spec_of(module, answer: str) -> Exercise:
+    """The :class:`Exercise` of an exercise module, checked against the check cell's answer name."""
+    spec = getattr(module, "exercise", None)
+    if not isinstance(spec, Exercise):
+        raise ValueError(f"{module.__name__} defines no Exercise called exercise")
+    if spec.answer != answer:
+        raise ValueError(f"exercise {spec.number}: the check cell grades {answer!r}, "
+                         f"the spec says answer={spec.answer!r}")
+    return spec
 
 
 def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:

@@ -33,9 +33,8 @@ import nbformat
 from . import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
-from .framework import judge
+from .framework import judge, spec_of
 from .generate import exercise_number
-from .legacy import spec_of
 from .sandbox import BOOT
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -71,7 +70,6 @@ class Grade:
     checks: list = field(default_factory=list)
     total: int = 0
     problems: list = field(default_factory=list)
-    trusted: bool = True
     sandbox: str = ""
 
     @property
@@ -92,8 +90,6 @@ class Grade:
         lines += [f"  problem: {p}" for p in self.problems]
         lines += [f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}"
                   for r in self.checks]
-        if not self.trusted:
-            lines.append("  note: legacy battery, its verdicts ran inside the sandbox")
         lines.append(f"  score: {self.n_passed}/{self.total} checks ({self.score:.0%}), "
                      f"{'PASSED' if self.passed else 'FAILED'}")
         return "\n".join(lines)
@@ -139,7 +135,7 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     except (ValueError, TypeError, FileNotFoundError) as exc:
         g.problems.append(str(exc))
         return g
-    g.title, g.total, g.trusted = spec.title, len(spec), spec.trusted
+    g.title, g.total = spec.title, len(spec)
     rejected = missing + syntax_problems(cells)
     if not rejected:
         try:

@@ -312,7 +312,7 @@ def _run_cell(cell: dict, namespace: dict):
 
 def _run(job: dict, report: dict) -> None:
     from . import exercise as exercise_module
-    from .legacy import spec_of
+    from .framework import spec_of
     spec = spec_of(exercise_module(job["exercise"]), job["answer"])
     checks = {c.name: c for c in spec.checks}
     for target in spec.hidden:           # imported while its source is still readable

@@ -11,32 +11,17 @@ from __future__ import annotations
 from percolator_ref import Cluster, ManualClock
 from percolator_ref.model import Lock, Write
 
-from .battery import BudgetExceeded
+from .battery import guard
 from .framework import plain
 
 TTL = 10.0
-ROW_TRANSACTION_BUDGET = 2000
-
-
-class Budget:
-    """Interceptor: raise :class:`BudgetExceeded` after ``limit`` row transactions (a loop?)."""
-
-    def __init__(self, limit: int = ROW_TRANSACTION_BUDGET):
-        self.limit, self.count = limit, 0
-
-    def before(self, rt) -> None:
-        self.count += 1
-        if self.count > self.limit:
-            raise BudgetExceeded(f"more than {self.limit} row transactions in one scenario "
-                                 "(an endless retry loop?)")
+BUDGET = 2000         # row transactions per scenario: more means an endless retry loop
 
 
 def new_cluster(first_timestamp: int) -> Cluster:
     """A cluster on a manual clock (lock TTL 10 s), no history, with a row-transaction budget."""
-    cluster = Cluster(first_timestamp=first_timestamp, clock=ManualClock(), lock_ttl=TTL,
-                      record_history=False)
-    cluster.bigtable.interceptors.append(Budget())
-    return cluster
+    return guard(Cluster(first_timestamp=first_timestamp, clock=ManualClock(), lock_ttl=TTL,
+                         record_history=False), BUDGET)
 
 
 def cell_value(value):
