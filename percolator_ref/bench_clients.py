@@ -320,6 +320,7 @@ def summarize(samples: dict, clients: int, threads: int, seconds: float, rounds:
                           ("write_relative_without_conditional_mutations",
                            "percolator_write_separate", "bigtable_write")):
         result[name] = round(rates[op] / rates[raw], 3)
+    result["cpu_relative"] = cpu_relative(costs)
     result["server_calls_per_op"] = {op: c["server_calls"] for op, c in costs.items()}
     result["costs_per_op"] = costs
     result["cpu_share"] = {op: {"clients": round(median_phase(p)["cpu_s"] / seconds, 2),
@@ -329,9 +330,25 @@ def summarize(samples: dict, clients: int, threads: int, seconds: float, rounds:
     return result
 
 
-def profile_client(url: str, op: str, n: int = 2000, top: int = 12) -> list:
-    """cProfile of one client thread doing ``n`` operations ``op``: the top functions by
-    own time, as ``[{"function", "calls", "own_s", "cumulative_s"}]`` (where client CPU goes)."""
+def cpu_relative(costs: dict) -> dict:
+    """The ratios CPU alone would give: raw CPU per op / Percolator CPU per op, on the client
+    side and on the server side. The measured ratio follows the side that is saturated."""
+    pairs = {"read_relative": ("bigtable_read", "percolator_get"),
+             "write_relative": ("bigtable_write", "percolator_write"),
+             "write_relative_without_conditional_mutations": ("bigtable_write",
+                                                               "percolator_write_separate")}
+    return {name: {side: round(costs[raw][f"{side}_cpu_us"] / costs[op][f"{side}_cpu_us"], 3)
+                   if costs[op][f"{side}_cpu_us"] else None for side in ("client", "server")}
+            for name, (raw, op) in pairs.items()}
+
+
+def profile_client(url: str, op: str, n: int = 2000, top: int = 12) -> dict:
+    """cProfile (CPU time) of one client thread doing ``n`` operations ``op``: where client CPU goes.
+
+    ``{"op", "n", "total_s", "by_package": {package: own seconds}, "top": [{"function",
+    "calls", "own_s", "cumulative_s"}]}``: ``by_package`` sums the functions' own time
+    by where they live (the redis client library, this kit, sockets and builtins, ...).
+    """
     import cProfile
     import pstats
     if op not in OPS:
@@ -340,16 +357,33 @@ def profile_client(url: str, op: str, n: int = 2000, top: int = 12) -> list:
     client = ClientProcess(url, 0, 1)
     try:
         fn = client.operation(op, 0)
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.process_time)      # CPU, not waiting
         profiler.runcall(lambda: [fn(i) for i in range(check_count(n, "n"))])
     finally:
         client.close()
         store.close()
-    stats = pstats.Stats(profiler)
+    entries = pstats.Stats(profiler).stats.items()
     rows = [{"function": f"{os.path.basename(f)}:{line}({name})", "calls": nc,
-             "own_s": round(tt, 4), "cumulative_s": round(ct, 4)}
-            for (f, line, name), (cc, nc, tt, ct, _) in stats.stats.items()]
-    return sorted(rows, key=lambda r: -r["own_s"])[:top]
+             "own_s": round(tt, 4), "cumulative_s": round(ct, 4), "package": package_of(f)}
+            for (f, line, name), (cc, nc, tt, ct, _) in entries]
+    by_package: dict = {}
+    for r in rows:
+        by_package[r["package"]] = round(by_package.get(r["package"], 0) + r["own_s"], 4)
+    return {"op": op, "n": n, "total_s": round(sum(r["own_s"] for r in rows), 4),
+            "by_package": dict(sorted(by_package.items(), key=lambda kv: -kv[1])),
+            "top": sorted(rows, key=lambda r: -r["own_s"])[:top]}
+
+
+def package_of(filename: str) -> str:
+    """Where a profiled function lives: ``redis`` (the client library), ``percolator_ref``,
+    ``sockets/builtins``, or another package's name."""
+    parts = filename.replace("\\", "/").split("/")
+    for name in ("redis", "percolator_ref", "sortedcontainers", "threading"):
+        if name in parts or parts[-1] == f"{name}.py":
+            return name
+    if filename.startswith("~") or parts[-1] in ("socket.py", "selectors.py"):
+        return "sockets/builtins"
+    return "other"
 
 
 def clients_frame(result: dict):
@@ -379,3 +413,26 @@ def fresh_prefix_url(url: str, tag: str = "f8c") -> str:
     from urllib.parse import parse_qs, urlparse
     base = parse_qs(urlparse(url).query).get("prefix", ["pc"])[-1]
     return url_with(url, prefix=f"{base}-{tag}-{os.getpid()}-{int(time.time() * 1000)}")
+
+
+def format_report(result: dict) -> str:
+    """A plain-text report of :func:`run_clients`."""
+    lines = [f"Figure 8 with {result['clients']} client processes x "
+             f"{result['threads_per_client']} threads on {result.get('backend', 'Redis')} "
+             f"({result['rounds']} rounds of {result['seconds_per_phase']} s, median)",
+             f"{'':8} {'Bigtable':>10} {'Percolator':>11} {'Relative':>9} {'Paper':>6}"]
+    for label, bt, pc, rel in (("Read/s", "bigtable_reads_per_s", "percolator_reads_per_s",
+                                "read_relative"),
+                               ("Write/s", "bigtable_writes_per_s", "percolator_writes_per_s",
+                                "write_relative")):
+        lines.append(f"{label:8} {result[bt]:10.0f} {result[pc]:11.0f} {result[rel]:9.3f} "
+                     f"{PAPER_FIGURE_8[rel]:6.2f}")
+    lines.append(f"write relative without conditional mutations: "
+                 f"{result['write_relative_without_conditional_mutations']:.3f}")
+    lines.append(f"{'per operation':26} {'calls':>6} {'oracle':>7} {'ts/req':>7} "
+                 f"{'client us':>10} {'server us':>10}")
+    for op, c in result["costs_per_op"].items():
+        lines.append(f"{op:26} {c['server_calls']:6.2f} {c['oracle_requests']:7.3f} "
+                     f"{c['timestamps_per_oracle_request'] or 0:7.2f} "
+                     f"{c['client_cpu_us']:10.1f} {c['server_cpu_us']:10.1f}")
+    return "\n".join(lines)

@@ -27,11 +27,56 @@ def register(subparsers) -> None:
     p.add_argument("--model-latency", type=float, default=0.0002,
                    help="also run with this modeled round trip per row transaction "
                         "(seconds; 0 to skip)")
+    p.add_argument("--clients", type=int, default=None,
+                   help="Figure 8 with this many concurrent client PROCESSES (needs a Redis "
+                        "backend): each runs --threads threads and has a batching oracle "
+                        "client; reports clients, the three ratios, server_calls_per_op (the "
+                        "oracle amortized) and client/server CPU per operation")
+    p.add_argument("--threads", type=int, default=4,
+                   help="with --clients: concurrent operations per client process")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="with --clients: seconds per measured phase (default 1, --quick 0.5)")
+    p.add_argument("--profile", action="store_true",
+                   help="with --clients: add a cProfile of one client thread's raw and "
+                        "Percolator reads (where the client's CPU goes)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
+def run_clients(args) -> int:
+    """``--clients N``: Figure 8 with N client processes on a Redis store."""
+    from .. import bench_clients
+    from ..stores import backend_url, is_redis
+    from ..errors import StoreUnavailable
+    try:
+        if not is_redis(args.backend):
+            raise ValueError("--clients needs a store shared by processes: --backend redis "
+                             "or redis://HOST:PORT/DB")
+        bench_clients.check_count(args.clients, "--clients")
+        bench_clients.check_count(args.threads, "--threads")
+        seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 1.0)
+        bench_clients.check_seconds(seconds, "--seconds")
+        rounds = args.rounds or (2 if args.quick else 3)
+        with backend_url(args.backend) as url:
+            url = bench_clients.fresh_prefix_url(url)
+            result = bench_clients.run_clients(url, args.clients, args.threads, seconds,
+                                               rounds, progress=not args.no_progress)
+            if args.profile:
+                result["profile"] = {op: bench_clients.profile_client(url, op)
+                                     for op in ("bigtable_read", "percolator_get")}
+    except (TypeError, ValueError, StoreUnavailable, RuntimeError) as e:
+        print(f"percolator bench: {e}", file=sys.stderr)
+        return 2
+    result["backend"] = ("redis (a throwaway local redis-server)" if args.backend == "redis"
+                         else args.backend)
+    print(json.dumps(result, sort_keys=True) if args.json
+          else bench_clients.format_report(result))
+    return 0
+
+
 def run(args) -> int:
+    if args.clients is not None:
+        return run_clients(args)
     from .. import bench
     from ..stores import backend_url, is_redis
     from ..errors import StoreUnavailable

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -383,16 +384,60 @@ def run_on(nodes, s: FailoverSettings, log_dir: str, progress: bool) -> dict:
     return result
 
 
-def run_failover(settings: Optional[FailoverSettings] = None, progress: bool = True) -> dict:
+def write_rates(cluster, ops: int, start: int) -> tuple:
+    """Raw single-cell writes/s and single-cell write transactions/s, one client thread."""
+    t0 = time.perf_counter()
+    for i in range(start, start + ops):
+        cluster.bigtable.write("wc_raw", f"r{i % 100:03d}", "v", i, i + 1)
+    raw = ops / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(start, start + ops // 4):
+        t = cluster.begin()
+        t.set(f"r{i % 100:03d}", "v", i, table="wc_txn")
+        if not t.commit():
+            raise RuntimeError("a single-cell write transaction on an idle store aborted")
+    return raw, (ops // 4) / (time.perf_counter() - t0)
+
+
+def wait_cost(nodes, ops: int = 200, rounds: int = 3) -> dict:
+    """What ``wait=1`` costs on the started cluster: writes/s with and without WAIT.
+
+    One client thread, rounds interleaved, median kept: raw single-cell writes and
+    single-cell write transactions, on keys of their own; ``*_ratio`` is wait=1 / wait=0.
+    """
+    from ..cluster import Cluster
+    clusters = {w: Cluster(backend=f"{nodes.url}?prefix=wc{w}&wait={w}", record_history=False)
+                for w in (0, 1)}
+    samples = {w: ([], []) for w in clusters}
+    for r in range(rounds):
+        for w, cluster in clusters.items():
+            raw, txn = write_rates(cluster, ops, r * ops)
+            samples[w][0].append(raw)
+            samples[w][1].append(txn)
+    med = {w: (statistics.median(a), statistics.median(b)) for w, (a, b) in samples.items()}
+    return {"raw_writes_per_s": {f"wait={w}": round(m[0], 1) for w, m in med.items()},
+            "write_transactions_per_s": {f"wait={w}": round(m[1], 1) for w, m in med.items()},
+            "raw_ratio": round(med[1][0] / med[0][0], 3),
+            "transaction_ratio": round(med[1][1] / med[0][1], 3), "ops": ops, "rounds": rounds}
+
+
+def run_failover(settings: Optional[FailoverSettings] = None, progress: bool = True,
+                 measure_wait_cost: bool = False) -> dict:
     """Start a replicated Redis Cluster, run the experiment, stop the cluster; the JSON dict.
 
     Keys: ``tpsE_before``, ``tpsE_min_during``, ``tpsE_after``, ``recovery_s``,
     ``lost_commits``, ``invariants_ok``, ``series`` (per second: ``t``,
     ``tpsE``, ``commits``, ``failed_attempts``), the failure's times
-    (``killed_at_s``, ``failover_done_at_s``, ...) and the settings.
+    (``killed_at_s``, ``failover_done_at_s``, ...) and the settings. With
+    ``measure_wait_cost``, also ``wait_cost`` (:func:`wait_cost`, measured on the
+    cluster before the run).
     """
     from ..harness.redis_cluster import ReplicatedRedisCluster
     s = settings or FailoverSettings()
     with tempfile.TemporaryDirectory(prefix="percolator-failover-") as log_dir, \
             ReplicatedRedisCluster(masters=s.masters) as nodes:
-        return run_on(nodes, s, log_dir, progress)
+        cost = wait_cost(nodes) if measure_wait_cost else None
+        result = run_on(nodes, s, log_dir, progress)
+    if cost is not None:
+        result["wait_cost"] = cost
+    return result
