@@ -168,6 +168,8 @@ class BatchingOracleClient:
         self._cond.release()
         try:
             stamps = list(self.oracle.get_timestamps(count))
+        except Exception as error:               # every caller of this batch gets the error
+            stamps = [error] * count
         finally:
             self._cond.acquire()
         self.requests += 1
@@ -181,5 +183,7 @@ class BatchingOracleClient:
         ts = stamps.pop(0)
         if not stamps:
             del self._results[batch]
+        if isinstance(ts, Exception):
+            raise ts
         self.served += 1
         return ts

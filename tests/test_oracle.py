@@ -132,3 +132,36 @@ def test_bad_oracle_arguments(kwargs, error):
 def test_bad_batch_size(n):
     with pytest.raises(ValueError, match="n must"):
         TimestampOracle().get_timestamps(n)
+
+
+def test_batching_client_hands_an_oracle_failure_to_every_waiting_caller():
+    """A failed request must not leave the batch in flight forever: each caller raises."""
+    import threading
+
+    from percolator_ref import BatchingOracleClient, StoreUnavailable, TimestampOracle
+
+    class Failing(TimestampOracle):
+        fail = True
+
+        def get_timestamps(self, n):
+            if self.fail:
+                raise StoreUnavailable("oracle down")
+            return super().get_timestamps(n)
+
+    oracle = Failing()
+    client = BatchingOracleClient(oracle)
+    errors = []
+
+    def call():
+        try:
+            client.get_timestamp()
+        except StoreUnavailable as e:
+            errors.append(e)
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads) and len(errors) == 6
+    oracle.fail = False
+    assert client.get_timestamp() == 1           # the client recovers
