@@ -72,7 +72,7 @@ class Tpce:
         for i, acct in enumerate(cfg.accounts()):
             t.set(acct, "cash", cfg.initial_cash, table=ACCOUNT)
             t.set(acct, "broker", cfg.broker_of(i), table=ACCOUNT)
-            for symbol in rng.sample(cfg.symbols(), cfg.initial_lots):
+            for symbol in cfg.sample_symbols(rng, cfg.initial_lots):
                 t.set(f"{acct}/{symbol}/I{i:04d}", "qty", cfg.lot_qty, table=HOLDING)
                 t.set(f"{acct}/{symbol}", "qty", cfg.lot_qty, table=SUMMARY)
                 self.initial_holdings[(acct, symbol)] = cfg.lot_qty
@@ -103,7 +103,8 @@ class Tpce:
         acct = cfg.account(rng.randrange(cfg.customers))  # = rng.choice(cfg.accounts())
         if name == "trade_order":
             limit = rng.choice([None, None, rng.randrange(0, 300)])   # 1/3 limit orders
-            return name, (acct, rng.choice(cfg.symbols()), rng.choice([10, 20, 50, 100]),
+            symbol = cfg.symbol(rng.randrange(cfg.securities))    # = rng.choice(cfg.symbols())
+            return name, (acct, symbol, rng.choice([10, 20, 50, 100]),
                           rng.random() < 0.5, limit, self._new_trade_id())
         if name == "market_feed":
             return name, (self._feed_prices(rng),)
@@ -112,7 +113,7 @@ class Tpce:
     def _feed_prices(self, rng: random.Random) -> dict:
         """A random walk step for a few securities (the market emulator's ticker)."""
         t = self.store.begin()
-        symbols = rng.sample(self.config.symbols(), min(FEED_SYMBOLS, self.config.securities))
+        symbols = self.config.sample_symbols(rng, min(FEED_SYMBOLS, self.config.securities))
         prices = {s: max(100, t.get(s, "price", table=SECURITY) + rng.randrange(-300, 301))
                   for s in symbols}
         t.commit()

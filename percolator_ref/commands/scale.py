@@ -1,0 +1,121 @@
+"""``percolator scale``: TPC-E scaling by deterministic simulation (see percolator_ref.sim)."""
+from __future__ import annotations
+
+import json
+import sys
+
+FULL_SIZES = (1, 10, 100, 1000)
+QUICK_SIZES = (1, 4, 16, 64)
+QUICK = {"warmup_s": 0.002, "measure_s": 0.003, "reference_machines": 16}
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "scale", help="TPC-E scaling from 1 to 1,000 simulated machines (deterministic)",
+        description="Runs the real TPC-E-style transactions of percolator_ref on simulated "
+                    "time: each simulated machine has a worker and a tablet server, one "
+                    "timestamp oracle and one lock service serve all, with service times "
+                    "measured on this machine (printed). Reports tpsE, efficiency = "
+                    "tpsE(n) / (n * tpsE(1)), abort rate and oracle utilization per size, "
+                    "and checks the TPC-E invariants after every run.")
+    p.add_argument("--machines", default=None,
+                   help="comma-separated sizes (default 1,10,100,1000; --quick: 1,4,16,64)")
+    p.add_argument("--quick", action="store_true",
+                   help="small sizes and a short window (a test-sized run)")
+    p.add_argument("--no-broker-fix", action="store_true",
+                   help="Trade-Result updates the broker's row (the hotspot)")
+    p.add_argument("--no-oracle-batching", action="store_true",
+                   help="one oracle request per timestamp (no batching per worker)")
+    p.add_argument("--calibration", metavar="FILE", default=None,
+                   help="service times from a JSON file (a calibration object or the output "
+                        "of scale --json) instead of measuring them")
+    p.add_argument("--clients-per-machine", type=int, default=4)
+    p.add_argument("--customers-per-machine", type=int, default=10)
+    p.add_argument("--brokers", type=int, default=10,
+                   help="brokers (fixed: each serves more customers as machines are added)")
+    p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
+                   help="simulated seconds measured per run (default 0.005; --quick 0.003)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def parse_sizes(text, quick: bool) -> list:
+    """The ``--machines`` list, each an int >= 1."""
+    if text is None:
+        return list(QUICK_SIZES if quick else FULL_SIZES)
+    sizes = []
+    for part in str(text).split(","):
+        try:
+            n = int(part.strip())
+        except ValueError:
+            raise ValueError(f"--machines must be comma-separated ints, got {text!r}") from None
+        if n < 1:
+            raise ValueError(f"--machines must be >= 1 each, got {n}")
+        sizes.append(n)
+    return sizes
+
+
+def settings_of(args):
+    """The :class:`ScaleSettings` the arguments ask for (errors name the argument)."""
+    from ..sim.scaling import ScaleSettings
+    for name in ("clients_per_machine", "customers_per_machine", "brokers"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
+    kw = dict(QUICK) if args.quick else {}
+    if args.measure is not None:
+        if not args.measure > 0:
+            raise ValueError(f"--measure must be > 0 simulated seconds, got {args.measure}")
+        kw["measure_s"] = args.measure
+    return ScaleSettings(clients_per_machine=args.clients_per_machine,
+                         customers_per_machine=args.customers_per_machine,
+                         brokers=args.brokers, broker_fix=not args.no_broker_fix,
+                         oracle_batching=not args.no_oracle_batching, seed=args.seed, **kw)
+
+
+def calibration_of(args, progress: bool):
+    """Loaded from ``--calibration``, or measured now (announced on stderr)."""
+    from ..sim import calibration
+    if args.calibration is not None:
+        return calibration.load(args.calibration)
+    if progress:
+        print("percolator scale: measuring service times on this machine ...", file=sys.stderr)
+    return calibration.measure()
+
+
+def run(args) -> int:
+    from ..sim.scaling import sweep
+    progress = not args.no_progress
+    try:
+        sizes = parse_sizes(args.machines, args.quick)
+        settings = settings_of(args)
+        cal = calibration_of(args, progress)
+    except (TypeError, ValueError) as e:
+        print(f"percolator scale: {e}", file=sys.stderr)
+        return 2
+    result = sweep(sizes, settings, cal, progress=progress)
+    result["calibration"] = cal.to_dict()
+    result["invariants_ok"] = all(p["invariants_ok"] for p in result["points"])
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print_table(result)
+    return 0 if result["invariants_ok"] else 1
+
+
+def print_table(result: dict) -> None:
+    """The calibration, then one line per size."""
+    print("calibration (seconds):")
+    for key, value in result["calibration"].items():
+        print(f"  {key:40} {value:.3g}" if isinstance(value, float) else f"  {key:40} {value}")
+    keys = ("machines", "tpsE", "efficiency", "abort_rate", "oracle_utilization",
+            "oracle_mean_batch", "tablet_server_utilization", "latency_ms_p50", "invariants_ok")
+    print(" ".join(f"{k:>14}" for k in keys))
+    for p in result["points"]:
+        print(" ".join(f"{p[k]!s:>14}" for k in keys))
+    for p in result["points"]:
+        for v in p["violations"]:
+            print(f"violation at {p['machines']} machines: {v}")
