@@ -5,8 +5,8 @@ import json
 import sys
 
 FULL_SIZES = (1, 10, 100, 1000)
-QUICK_SIZES = (1, 4, 16, 64)
-QUICK = {"warmup_s": 0.002, "measure_s": 0.003, "reference_machines": 16}
+QUICK_SIZES = (1, 4, 16, 32)
+QUICK = {"reference_machines": 8}
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
                     "tpsE(n) / (n * tpsE(1)), abort rate and oracle utilization per size, "
                     "and checks the TPC-E invariants after every run.")
     p.add_argument("--machines", default=None,
-                   help="comma-separated sizes (default 1,10,100,1000; --quick: 1,4,16,64)")
+                   help="comma-separated sizes (default 1,10,100,1000; --quick: 1,4,16,32)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes and a short window (a test-sized run)")
     p.add_argument("--no-broker-fix", action="store_true",
@@ -29,13 +29,17 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", metavar="FILE", default=None,
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
-    p.add_argument("--clients-per-machine", type=int, default=4)
-    p.add_argument("--customers-per-machine", type=int, default=10)
+    p.add_argument("--clients-per-machine", type=int, default=16,
+                   help="emulator clients per machine (concurrent transactions per worker)")
+    p.add_argument("--customers-per-machine", type=int, default=20)
     p.add_argument("--brokers", type=int, default=10,
                    help="brokers (fixed: each serves more customers as machines are added)")
     p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds measured per run (default 0.005; --quick 0.003)")
+                   help="simulated seconds measured per run, after a warm-up (default 0.005)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
+                   help="how simulated clients keep their call stacks (default: greenlets "
+                        "when the greenlet package is installed; the results are the same)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
@@ -96,7 +100,7 @@ def run(args) -> int:
     except (TypeError, ValueError) as e:
         print(f"percolator scale: {e}", file=sys.stderr)
         return 2
-    result = sweep(sizes, settings, cal, progress=progress)
+    result = sweep(sizes, settings, cal, progress=progress, carrier=args.carrier)
     result["calibration"] = cal.to_dict()
     result["invariants_ok"] = all(p["invariants_ok"] for p in result["points"])
     if args.json:

@@ -1,13 +1,14 @@
 """TPC-E scaling by simulation: the real workload on 1 to thousands of simulated machines.
 
-For each number of machines, :func:`run_point` loads a TPC-E-style database
+For each number of machines, :func:`simulate` loads a TPC-E-style database
 sized to the machines (``customers_per_machine`` and
 ``securities_per_machine``; a fixed number of ``brokers``, so each broker
 serves more customers as the system grows), starts ``clients_per_machine``
 emulator clients per machine, each a simulated process running the real
 :class:`~percolator_ref.workloads.tpce.Tpce` transactions (on the broker
-fix's side rows, with a periodic aggregator, unless ``broker_fix=False``),
-and measures over a window of simulated time (after a warm-up):
+fix's side rows, with a periodic aggregator on machine 0, unless
+``broker_fix=False``), and measures over a window of simulated time after
+a warm-up (the pipeline of orders and results fills first):
 
 - ``tpsE``: Trade-Results committed per simulated second;
 - ``abort_rate``: aborted attempts / attempts (all transaction types);
@@ -17,18 +18,22 @@ and measures over a window of simulated time (after a warm-up):
 
 After the window the clients finish the transaction they are in, the
 pending trades are drained and the workload's invariants are checked
-(:meth:`Tpce.check_invariants`). :func:`sweep` runs several sizes and adds
-``efficiency = tpsE(n) / (n * tpsE(1))`` (with the smallest size in place of 1
-when the sweep does not start there).
+(:meth:`Tpce.check_invariants`). A size below ``reference_machines`` is
+measured as several independent runs (other seeds) pooled, so that every
+point counts about as many trades (:func:`run_size`). :func:`sweep` runs
+several sizes and adds ``efficiency = tpsE(n) / (n * tpsE(1))`` (with the
+smallest size in place of 1 when the sweep does not start there).
 
 Everything runs on simulated time in one deterministic order, so the points
 depend only on the settings (the seed included) and the calibration.
 """
 from __future__ import annotations
 
+import gc
 import random
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
@@ -42,13 +47,13 @@ THREAD_STACK_BYTES = 1 << 20      # many client threads: a small stack each
 @dataclass(frozen=True)
 class ScaleSettings:
     """The simulated system and run; see the module docstring. Times in simulated seconds."""
-    clients_per_machine: int = 4
-    customers_per_machine: int = 10
-    securities_per_machine: int = 2
+    clients_per_machine: int = 16
+    customers_per_machine: int = 20
+    securities_per_machine: int = 10
     brokers: int = 10
     worker_cores: int = 1
     tablet_server_cores: int = 1
-    warmup_s: float = 0.002
+    warmup_s: float = 0.015
     measure_s: float = 0.005
     reference_machines: int = 100           # smaller sizes: several runs (see replicas)
     aggregate_period_s: float = 0.002
@@ -146,15 +151,31 @@ def mean(values) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+@contextmanager
+def gc_paused():
+    """No cyclic garbage collection inside (it would walk the whole database again and
+    again); collect once after. Changes the speed only, never the results."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
 def simulate(machines: int, settings: ScaleSettings, calibration: Calibration,
-             replica: int = 0, on_progress: Optional[Callable[[float], None]] = None) -> Window:
+             replica: int = 0, on_progress: Optional[Callable[[float], None]] = None,
+             carrier: Optional[str] = None) -> Window:
     """One simulated run of ``machines`` machines; its :class:`Window`, violations included.
-    ``on_progress(fraction of the simulated time done)`` is called now and then."""
+    ``on_progress(fraction of the simulated time done)`` is called now and then;
+    ``carrier`` is the engine's (threads or greenlets: the same results)."""
     window = Window(None, settings.warmup_s, settings.warmup_s + settings.measure_s)
     world = SimulatedCluster(machines, calibration, worker_cores=settings.worker_cores,
                              tablet_server_cores=settings.tablet_server_cores,
                              oracle_batching=settings.oracle_batching,
-                             window=(window.start, window.end))
+                             window=(window.start, window.end), carrier=carrier)
     w = window.w = Tpce(world.cluster, settings.tpce_config(machines, replica))
     if on_progress is not None:
         world.sim.on_event = lambda sim: on_progress(min(sim.now / window.end, 1.0))
@@ -202,15 +223,17 @@ def point(machines: int, runs: list) -> dict:
 
 
 def run_size(machines: int, settings: ScaleSettings, calibration: Calibration,
-             on_progress: Optional[Callable[[float], None]] = None) -> dict:
+             on_progress: Optional[Callable[[float], None]] = None,
+             carrier: Optional[str] = None) -> dict:
     """The point for ``machines`` machines (see :func:`replicas` and :func:`point`)."""
     if isinstance(machines, bool) or not isinstance(machines, int) or machines < 1:
         raise ValueError(f"machines must be an int >= 1, got {machines!r}")
     count = replicas(machines, settings)
     runs = []
-    for r in range(count):
-        report = None if on_progress is None else (lambda f, r=r: on_progress((r + f) / count))
-        runs.append(simulate(machines, settings, calibration, r, report))
+    with gc_paused():
+        for r in range(count):
+            report = None if on_progress is None else (lambda f, r=r: on_progress((r + f) / count))
+            runs.append(simulate(machines, settings, calibration, r, report, carrier))
     return point(machines, runs)
 
 
@@ -223,7 +246,7 @@ def efficiencies(points: list) -> None:
 
 
 def sweep(sizes: list, settings: ScaleSettings, calibration: Calibration,
-          progress: bool = False) -> dict:
+          progress: bool = False, carrier: Optional[str] = None) -> dict:
     """Run every size; ``{"points": [...], "settings": ..., "wall_seconds": [...]}``."""
     from tqdm.auto import tqdm
     sizes = sorted(set(sizes))
@@ -235,8 +258,8 @@ def sweep(sizes: list, settings: ScaleSettings, calibration: Calibration,
             done = bar.n
             bar.set_postfix_str(f"{n} machines")
             t0 = time.perf_counter()
-            points.append(run_size(n, settings, calibration,
-                                   lambda f, done=done, n=n: bar.update(done + cost[n] * f - bar.n)))
+            report = (lambda f, done=done, n=n: bar.update(done + cost[n] * f - bar.n))
+            points.append(run_size(n, settings, calibration, report, carrier))
             wall.append(round(time.perf_counter() - t0, 2))
             bar.update(done + cost[n] - bar.n)
     efficiencies(points)

@@ -110,11 +110,11 @@ class SimulatedCluster:
 
     def __init__(self, machines: int, calibration: Calibration, *, worker_cores: int = 1,
                  tablet_server_cores: int = 1, oracle_batching: bool = True,
-                 window: tuple = (0.0, 0.0)):
+                 window: tuple = (0.0, 0.0), carrier: Optional[str] = None):
         self.calibration = calibration
         self.window = window
         self.half_round_trip = calibration.rpc_round_trip_s / 2
-        self.sim = Simulator(SimulatedClock())
+        self.sim = Simulator(SimulatedClock(), carrier)
         self.cluster = Cluster(clock=self.sim.clock, record_history=False)
         self.machines = [Machine(self, i, worker_cores, tablet_server_cores, oracle_batching)
                          for i in range(machines)]
