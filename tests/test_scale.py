@@ -120,6 +120,7 @@ def test_the_bend_without_the_broker_fix_and_without_batching(runs):
     (["--customers-per-machine", "0"], "--customers-per-machine"),
     (["--brokers", "0"], "--brokers"),
     (["--measure", "0"], "--measure"),
+    (["--warmup", "-1"], "--warmup"),
     (["--seed", "-1"], "--seed"),
     (["--calibration", "/nonexistent/calibration.json"], "--calibration"),
 ])

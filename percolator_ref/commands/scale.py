@@ -34,8 +34,11 @@ def register(subparsers) -> None:
     p.add_argument("--customers-per-machine", type=int, default=20)
     p.add_argument("--brokers", type=int, default=10,
                    help="brokers (fixed: each serves more customers as machines are added)")
+    p.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
+                   help="simulated seconds before measuring, while orders and results fill "
+                        "the pipeline (default 0.015)")
     p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds measured per run, after a warm-up (default 0.005)")
+                   help="simulated seconds measured per run, after the warm-up (default 0.005)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
                    help="how simulated clients keep their call stacks (default: greenlets "
@@ -70,10 +73,12 @@ def settings_of(args):
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
     kw = dict(QUICK) if args.quick else {}
-    if args.measure is not None:
-        if not args.measure > 0:
-            raise ValueError(f"--measure must be > 0 simulated seconds, got {args.measure}")
-        kw["measure_s"] = args.measure
+    for name in ("warmup", "measure"):
+        value = getattr(args, name)
+        if value is not None:
+            if not value > 0:
+                raise ValueError(f"--{name} must be > 0 simulated seconds, got {value}")
+            kw[f"{name}_s"] = value
     return ScaleSettings(clients_per_machine=args.clients_per_machine,
                          customers_per_machine=args.customers_per_machine,
                          brokers=args.brokers, broker_fix=not args.no_broker_fix,

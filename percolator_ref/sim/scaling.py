@@ -5,7 +5,8 @@ sized to the machines (``customers_per_machine`` and
 ``securities_per_machine``; a fixed number of ``brokers``, so each broker
 serves more customers as the system grows), starts ``clients_per_machine``
 emulator clients per machine, each a simulated process running the real
-:class:`~percolator_ref.workloads.tpce.Tpce` transactions (on the broker
+:class:`~percolator_ref.workloads.tpce.Tpce` transactions (each machine with
+its own market emulator: one Market-Feed at a time per machine; on the broker
 fix's side rows, with a periodic aggregator on machine 0, unless
 ``broker_fix=False``), and measures over a window of simulated time after
 a warm-up (the pipeline of orders and results fills first):
@@ -55,7 +56,7 @@ class ScaleSettings:
     tablet_server_cores: int = 1
     warmup_s: float = 0.015
     measure_s: float = 0.005
-    reference_machines: int = 100           # smaller sizes: several runs (see replicas)
+    reference_machines: int = 200           # smaller sizes: several runs (see replicas)
     aggregate_period_s: float = 0.002
     broker_fix: bool = True
     oracle_batching: bool = True
@@ -124,10 +125,10 @@ def start_processes(world: SimulatedCluster, w: Tpce, settings: ScaleSettings,
     start, end = window.start, window.end
 
     def client(process) -> None:
-        rng = process.data.rng
+        rng, feed_lock = process.data.rng, process.data.machine.feed_lock
         while sim.now < end:
             began = sim.now
-            w.emulate_one(rng, sleep=clock.sleep)
+            w.emulate_one(rng, clock.sleep, feed_lock)
             if start <= began and sim.now <= end:
                 window.latencies.append(sim.now - began)
 
@@ -252,8 +253,9 @@ def sweep(sizes: list, settings: ScaleSettings, calibration: Calibration,
     sizes = sorted(set(sizes))
     cost = {n: max(n, settings.reference_machines) for n in sizes}
     points, wall = [], []
-    with tqdm(total=sum(cost.values()), desc="simulated machines", unit="machine",
-              disable=not progress, leave=False) as bar:
+    with tqdm(total=sum(cost.values()), desc="simulated machines", disable=not progress,
+              leave=False, bar_format="{l_bar}{bar}| {n:.0f}/{total} machine-units "
+              "[{elapsed}<{remaining}{postfix}]") as bar:
         for n in sizes:
             done = bar.n
             bar.set_postfix_str(f"{n} machines")

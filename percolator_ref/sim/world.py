@@ -13,6 +13,7 @@ clock is the simulator's; :meth:`SimulatedCluster.attach` puts the hooks of
 """
 from __future__ import annotations
 
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -96,6 +97,7 @@ class Machine:
         self.cpu = Resource(world.sim, f"worker-{index}", worker_cores)
         self.tablet_server = Resource(world.sim, f"tablet-server-{index}", tablet_server_cores)
         self.oracle_client = OracleClient(world, batching)
+        self.feed_lock = threading.Lock()        # its market emulator: one Market-Feed at a time
 
 
 @dataclass

@@ -159,18 +159,22 @@ class Tpce:
             self.pending.append(args[0])                  # the market tries again later
         return False
 
-    def emulate_one(self, rng: random.Random, sleep: Callable = time.sleep) -> bool:
-        """One emulator step: draw a job by the mix (one Market-Feed at a time) and run it."""
-        feed = self.feed_lock.acquire(blocking=False)
+    def emulate_one(self, rng: random.Random, sleep: Callable = time.sleep,
+                    feed_lock: Optional[threading.Lock] = None) -> bool:
+        """One emulator step: draw a job by the mix and run it. Only one Market-Feed runs
+        at a time per ``feed_lock`` (default: the workload's own, one market emulator; a
+        simulation of many machines gives each machine its own)."""
+        feed_lock = feed_lock if feed_lock is not None else self.feed_lock
+        feed = feed_lock.acquire(blocking=False)
         try:
             name, args = self.next_job(rng, feed_busy=not feed)
             if name != "market_feed" and feed:
-                self.feed_lock.release()
+                feed_lock.release()
                 feed = False
             return self.execute(name, args, rng, sleep)
         finally:
             if feed:
-                self.feed_lock.release()
+                feed_lock.release()
 
     # -- drivers (see drivers.py) ---------------------------------------------
     def run_rounds(self, clients: int = 4, rounds: int = 100, aggregate_every: int = 10,
