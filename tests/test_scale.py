@@ -60,6 +60,7 @@ def runs(calibration_file):
     return out
 
 
+@pytest.mark.slow
 def test_json_has_points_and_calibration(runs):
     out = runs["fixed"]
     assert [p["machines"] for p in out["points"]] == [1, 4, 16, 32]
@@ -74,6 +75,7 @@ def test_json_has_points_and_calibration(runs):
     assert out["calibration"]["source"] == "file calibration.json"
 
 
+@pytest.mark.slow
 def test_invariants_hold_after_every_simulated_run(runs):
     for name, out in runs.items():
         assert out["invariants_ok"] is True, name
@@ -82,6 +84,7 @@ def test_invariants_hold_after_every_simulated_run(runs):
             assert p["transactions"] > 0
 
 
+@pytest.mark.slow
 def test_same_seed_gives_the_same_points(runs, capsys, calibration_file):
     """The fixture ran in other processes (other hash seeds); here again, in this one."""
     again = scale(capsys, calibration_file, "--machines", "1,4")
@@ -101,16 +104,19 @@ def test_another_seed_gives_other_points(capsys, calibration_file):
     assert a["points"] != b["points"]
 
 
+@pytest.mark.slow
 def test_the_bend_without_the_broker_fix_and_without_batching(runs):
-    """At the largest size, the fix and batching scale better than either one missing."""
+    """At the largest size, the fix and batching scale better than either one missing:
+    without the fix the broker rows make Trade-Results abort; without batching the
+    oracle serves one timestamp per request and is saturated."""
     largest = {name: out["points"][-1] for name, out in runs.items()}
-    assert largest["fixed"]["efficiency"] > 0.8
-    assert largest["no_fix"]["efficiency"] < largest["fixed"]["efficiency"] - 0.2
-    assert largest["no_fix"]["trade_result_abort_rate"] > largest["fixed"]["trade_result_abort_rate"]
-    assert largest["no_batching"]["efficiency"] < largest["fixed"]["efficiency"] - 0.2
+    fixed = largest["fixed"]
+    assert largest["no_fix"]["efficiency"] < fixed["efficiency"] - 0.3
+    assert largest["no_fix"]["trade_result_abort_rate"] > 3 * fixed["trade_result_abort_rate"]
+    assert largest["no_batching"]["efficiency"] < fixed["efficiency"] - 0.3
     assert largest["no_batching"]["oracle_utilization"] > 0.95
     assert largest["no_batching"]["oracle_mean_batch"] == 1.0
-    assert largest["fixed"]["oracle_mean_batch"] > 1.0
+    assert fixed["oracle_mean_batch"] > 1.0
 
 
 @pytest.mark.parametrize("args,named", [
@@ -144,10 +150,12 @@ def test_bad_calibration_files_are_refused_naming_the_field(capsys, tmp_path, co
     assert "--calibration" in err and named in err
 
 
-def test_a_scale_output_serves_as_calibration(tmp_path, runs):
+def test_a_scale_output_serves_as_calibration(tmp_path):
     path = tmp_path / "previous.json"
-    path.write_text(json.dumps(runs["fixed"]))
-    assert calibration.load(str(path)).to_dict()["oracle_request_s"] == CALIBRATION["oracle_request_s"]
+    path.write_text(json.dumps({"points": [], "calibration": {**CALIBRATION, "source": "x"}}))
+    loaded = calibration.load(str(path)).to_dict()
+    assert {k: loaded[k] for k in CALIBRATION} == CALIBRATION
+    assert loaded["source"] == "file previous.json"
 
 
 def test_measured_calibration_is_positive_and_round_trips(tmp_path):

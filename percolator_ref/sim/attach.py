@@ -72,13 +72,12 @@ class RowTransactionAdmission:
         cal, half = self.world.calibration, self.world.half_round_trip
         server = self.world.tablet_server_for(rt.table, rt.row)
         cpu = process.data.machine.cpu
-        stages = (cal.worker_cpu_s, sim.after, half, server.use, cal.row_transaction_s,
-                  sim.resume, process)
+        stages = (cal.worker_cpu_s, half, server.use, cal.row_transaction_s, None, process, None)
         carry = process.take_carry()
         if carry:
-            sim.after(carry, cpu.use, *stages)
+            sim.after(carry, cpu.use_then, *stages)
         else:
-            cpu.use(*stages)
+            cpu.use_then(*stages)
         sim.block(process)
         process.carry = half
 
@@ -125,7 +124,7 @@ class SimulatedLockService(LockService):
         process = sim.current
         if process is not None:
             half = self.world.half_round_trip
-            sim.after(process.take_carry() + half, self.world.lock_service.use,
-                      self.world.calibration.lock_service_s, sim.resume, process, None, half)
+            sim.after(process.take_carry() + half, self.world.lock_service.use_then,
+                      self.world.calibration.lock_service_s, half, None, process, None)
             sim.block(process)
         return super().is_alive(client)

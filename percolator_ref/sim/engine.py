@@ -19,8 +19,8 @@ measurement window.
 from __future__ import annotations
 
 import heapq
+import importlib.util
 import threading
-from collections import deque
 from typing import Callable, Optional
 
 from ..clock import ManualClock
@@ -207,12 +207,8 @@ class GreenletCarrier:
 
 
 def default_carrier() -> str:
-    """``"greenlets"`` when the greenlet package is importable, else ``"threads"``."""
-    try:
-        import greenlet  # noqa: F401
-    except ImportError:
-        return "threads"
-    return "greenlets"
+    """``"greenlets"`` when the greenlet package is installed, else ``"threads"``."""
+    return "greenlets" if importlib.util.find_spec("greenlet") is not None else "threads"
 
 
 class Simulator:
@@ -311,38 +307,35 @@ class Simulator:
 
 
 class Resource:
-    """A FIFO server with ``capacity`` units; ``use(service, fn, *args)`` calls
-    ``fn(*args)`` when the request has been served. Busy time is summed inside
-    ``window`` (``(start, end)`` in simulated seconds)."""
+    """A FIFO server with ``capacity`` units (cores) and a service time per request.
+
+    ``use(service, fn, *args)`` calls ``fn(*args)`` once the request has been
+    served (``fn`` None: resume the process in ``args``); ``use_then`` also
+    waits ``delay`` after (a reply on the wire). Requests are served in the
+    order they arrive, so a request's start is known when it arrives: the
+    resource needs no event of its own. Busy time is summed inside
+    ``window`` (``(start, end)`` in simulated seconds).
+    """
 
     def __init__(self, sim: Simulator, name: str, capacity: int = 1):
         self.sim, self.name, self.capacity = sim, name, capacity
-        self.busy = 0
-        self.queue: deque = deque()
+        self.free_at = [0.0] * capacity         # a heap: when each unit is next free
         self.window = (0.0, 0.0)
         self.busy_time = 0.0              # inside the window
         self.served = 0
 
-    def use(self, service: float, fn: Callable, *args) -> None:
-        if self.busy < self.capacity:
-            self._start(service, fn, args)
-        else:
-            self.queue.append((service, fn, args))
+    def use(self, service: float, fn: Optional[Callable], *args) -> None:
+        self.use_then(service, 0.0, fn, *args)
 
-    def _start(self, service: float, fn: Callable, args: tuple) -> None:
-        self.busy += 1
-        self.served += 1
+    def use_then(self, service: float, delay: float, fn: Optional[Callable], *args) -> None:
         now = self.sim.now
-        start, end = self.window
-        self.busy_time += max(0.0, min(now + service, end) - max(now, start))
-        self.sim.at(now + service, self._finish, fn, args)
-
-    def _finish(self, fn: Callable, args: tuple) -> None:
-        self.busy -= 1
-        if self.queue:
-            service, nfn, nargs = self.queue.popleft()
-            self._start(service, nfn, nargs)
-        fn(*args)
+        begin = max(now, heapq.heappop(self.free_at))
+        end = begin + service
+        heapq.heappush(self.free_at, end)
+        self.served += 1
+        start, stop = self.window
+        self.busy_time += max(0.0, min(end, stop) - max(begin, start))
+        self.sim.at(end + delay, fn, *args)
 
     def utilization(self) -> float:
         """Busy fraction of the window (all units together)."""

@@ -56,7 +56,7 @@ class ScaleSettings:
     tablet_server_cores: int = 1
     warmup_s: float = 0.015
     measure_s: float = 0.005
-    reference_machines: int = 200           # smaller sizes: several runs (see replicas)
+    reference_machines: int = 100           # smaller sizes: several runs (see replicas)
     aggregate_period_s: float = 0.002
     broker_fix: bool = True
     oracle_batching: bool = True
@@ -128,7 +128,7 @@ def start_processes(world: SimulatedCluster, w: Tpce, settings: ScaleSettings,
         rng, feed_lock = process.data.rng, process.data.machine.feed_lock
         while sim.now < end:
             began = sim.now
-            w.emulate_one(rng, clock.sleep, feed_lock)
+            w.emulate_one(rng, clock.sleep, feed_lock, give_up=lambda: sim.now >= end)
             if start <= began and sim.now <= end:
                 window.latencies.append(sim.now - began)
 

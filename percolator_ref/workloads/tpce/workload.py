@@ -143,8 +143,10 @@ class Tpce:
             self.stats.aborted[name] += 1
 
     def execute(self, name: str, args: tuple, rng: random.Random,
-                sleep: Callable = time.sleep) -> bool:
-        """Run a logical transaction, retrying on conflict with jittered exponential backoff."""
+                sleep: Callable = time.sleep, give_up: Optional[Callable] = None) -> bool:
+        """Run a logical transaction, retrying on conflict with jittered exponential backoff
+        (at most MAX_ATTEMPTS attempts, fewer if ``give_up()`` turns true, e.g. at the
+        end of a run). A Trade-Result given up goes back to the pending trades."""
         started = time.perf_counter()
         for attempt in range(MAX_ATTEMPTS):
             ok, result = self.attempt(name, args)
@@ -152,6 +154,8 @@ class Tpce:
                 self.record_commit(name, result, started)
                 return True
             self.record_abort(name)
+            if give_up is not None and give_up():
+                break
             sleep(rng.uniform(0, min(0.001 * 2 ** attempt, 0.05)))
         with self.stats.lock:
             self.stats.gave_up[name] += 1
@@ -160,10 +164,11 @@ class Tpce:
         return False
 
     def emulate_one(self, rng: random.Random, sleep: Callable = time.sleep,
-                    feed_lock: Optional[threading.Lock] = None) -> bool:
-        """One emulator step: draw a job by the mix and run it. Only one Market-Feed runs
-        at a time per ``feed_lock`` (default: the workload's own, one market emulator; a
-        simulation of many machines gives each machine its own)."""
+                    feed_lock: Optional[threading.Lock] = None,
+                    give_up: Optional[Callable] = None) -> bool:
+        """One emulator step: draw a job by the mix and run it (see :meth:`execute`). Only
+        one Market-Feed runs at a time per ``feed_lock`` (default: the workload's own, one
+        market emulator; a simulation of many machines gives each machine its own)."""
         feed_lock = feed_lock if feed_lock is not None else self.feed_lock
         feed = feed_lock.acquire(blocking=False)
         try:
@@ -171,7 +176,7 @@ class Tpce:
             if name != "market_feed" and feed:
                 feed_lock.release()
                 feed = False
-            return self.execute(name, args, rng, sleep)
+            return self.execute(name, args, rng, sleep, give_up)
         finally:
             if feed:
                 feed_lock.release()
