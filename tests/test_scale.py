@@ -125,6 +125,8 @@ def test_the_bend_without_the_broker_fix_and_without_batching(runs):
     (["--clients-per-machine", "0"], "--clients-per-machine"),
     (["--customers-per-machine", "0"], "--customers-per-machine"),
     (["--brokers", "0"], "--brokers"),
+    (["--securities-per-machine", "0"], "--securities-per-machine"),
+    (["--tablet-server-cores", "0"], "--tablet-server-cores"),
     (["--measure", "0"], "--measure"),
     (["--warmup", "-1"], "--warmup"),
     (["--seed", "-1"], "--seed"),

@@ -6,7 +6,9 @@ import sys
 
 FULL_SIZES = (1, 10, 100, 1000)
 QUICK_SIZES = (1, 4, 16, 32)
-QUICK = {"reference_machines": 8}
+QUICK = {"reference_machines": 32}
+INT_SETTINGS = ("clients_per_machine", "customers_per_machine", "securities_per_machine",
+                "brokers", "worker_cores", "tablet_server_cores")
 
 
 def register(subparsers) -> None:
@@ -21,7 +23,7 @@ def register(subparsers) -> None:
     p.add_argument("--machines", default=None,
                    help="comma-separated sizes (default 1,10,100,1000; --quick: 1,4,16,32)")
     p.add_argument("--quick", action="store_true",
-                   help="small sizes and a short window (a test-sized run)")
+                   help="small sizes, fewer runs per size (a test-sized run, seconds)")
     p.add_argument("--no-broker-fix", action="store_true",
                    help="Trade-Result updates the broker's row (the hotspot)")
     p.add_argument("--no-oracle-batching", action="store_true",
@@ -29,16 +31,7 @@ def register(subparsers) -> None:
     p.add_argument("--calibration", metavar="FILE", default=None,
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
-    p.add_argument("--clients-per-machine", type=int, default=16,
-                   help="emulator clients per machine (concurrent transactions per worker)")
-    p.add_argument("--customers-per-machine", type=int, default=20)
-    p.add_argument("--brokers", type=int, default=10,
-                   help="brokers (fixed: each serves more customers as machines are added)")
-    p.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds before measuring, while orders and results fill "
-                        "the pipeline (default 0.015)")
-    p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds measured per run, after the warm-up (default 0.005)")
+    add_model_arguments(p)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
                    help="how simulated clients keep their call stacks (default: greenlets "
@@ -46,6 +39,24 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
+
+
+def add_model_arguments(p) -> None:
+    """The simulated system's sizes and the run's simulated durations."""
+    p.add_argument("--clients-per-machine", type=int, default=16,
+                   help="emulator clients per machine (concurrent transactions per worker)")
+    p.add_argument("--customers-per-machine", type=int, default=20)
+    p.add_argument("--securities-per-machine", type=int, default=10)
+    p.add_argument("--brokers", type=int, default=10,
+                   help="brokers (fixed: each serves more customers as machines are added)")
+    p.add_argument("--worker-cores", type=int, default=1, help="a worker's cores per machine")
+    p.add_argument("--tablet-server-cores", type=int, default=1,
+                   help="a tablet server's cores per machine")
+    p.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
+                   help="simulated seconds before measuring, while orders and results fill "
+                        "the pipeline (default 0.015)")
+    p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
+                   help="simulated seconds measured per run, after the warm-up (default 0.005)")
 
 
 def parse_sizes(text, quick: bool) -> list:
@@ -67,7 +78,7 @@ def parse_sizes(text, quick: bool) -> list:
 def settings_of(args):
     """The :class:`ScaleSettings` the arguments ask for (errors name the argument)."""
     from ..sim.scaling import ScaleSettings
-    for name in ("clients_per_machine", "customers_per_machine", "brokers"):
+    for name in INT_SETTINGS:
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.seed < 0:
@@ -79,9 +90,8 @@ def settings_of(args):
             if not value > 0:
                 raise ValueError(f"--{name} must be > 0 simulated seconds, got {value}")
             kw[f"{name}_s"] = value
-    return ScaleSettings(clients_per_machine=args.clients_per_machine,
-                         customers_per_machine=args.customers_per_machine,
-                         brokers=args.brokers, broker_fix=not args.no_broker_fix,
+    kw.update({name: getattr(args, name) for name in INT_SETTINGS})
+    return ScaleSettings(broker_fix=not args.no_broker_fix,
                          oracle_batching=not args.no_oracle_batching, seed=args.seed, **kw)
 
 
