@@ -81,8 +81,16 @@ class TpceConfig:
     def accounts(self) -> list:
         return [self.account(i) for i in range(self.customers)]
 
+    def symbol(self, i: int) -> str:
+        """The ``i``-th security's row."""
+        return f"S{i:02d}"
+
     def symbols(self) -> list:
-        return [f"S{i:02d}" for i in range(self.securities)]
+        return [self.symbol(i) for i in range(self.securities)]
+
+    def sample_symbols(self, rng, k: int) -> list:
+        """``rng.sample(self.symbols(), k)`` without building the list (same draws)."""
+        return [self.symbol(i) for i in rng.sample(range(self.securities), k)]
 
     def broker_of(self, i: int) -> str:
         return f"B{i % self.n_brokers:02d}"

@@ -75,7 +75,7 @@ class Tpce:
         for i, acct in enumerate(cfg.accounts()):
             t.set(acct, "cash", cfg.initial_cash, table=ACCOUNT)
             t.set(acct, "broker", cfg.broker_of(i), table=ACCOUNT)
-            for symbol in rng.sample(cfg.symbols(), cfg.initial_lots):
+            for symbol in cfg.sample_symbols(rng, cfg.initial_lots):
                 t.set(f"{acct}/{symbol}/I{i:04d}", "qty", cfg.lot_qty, table=HOLDING)
                 t.set(f"{acct}/{symbol}", "qty", cfg.lot_qty, table=SUMMARY)
                 self.initial_holdings[(acct, symbol)] = cfg.lot_qty
@@ -106,7 +106,8 @@ class Tpce:
         acct = cfg.account(rng.randrange(cfg.customers))  # = rng.choice(cfg.accounts())
         if name == "trade_order":
             limit = rng.choice([None, None, rng.randrange(0, 300)])   # 1/3 limit orders
-            return name, (acct, rng.choice(cfg.symbols()), rng.choice([10, 20, 50, 100]),
+            symbol = cfg.symbol(rng.randrange(cfg.securities))    # = rng.choice(cfg.symbols())
+            return name, (acct, symbol, rng.choice([10, 20, 50, 100]),
                           rng.random() < 0.5, limit, self._new_trade_id())
         if name == "market_feed":
             return name, (self._feed_prices(rng),)
@@ -119,7 +120,7 @@ class Tpce:
     def _feed_prices(self, rng: random.Random) -> dict:
         """A random walk step for a few securities (the market emulator's ticker)."""
         t = self.store.begin()
-        symbols = rng.sample(self.config.symbols(), min(FEED_SYMBOLS, self.config.securities))
+        symbols = self.config.sample_symbols(rng, min(FEED_SYMBOLS, self.config.securities))
         prices = {s: max(100, t.get(s, "price", table=SECURITY) + rng.randrange(-300, 301))
                   for s in symbols}
         t.commit()
@@ -149,8 +150,10 @@ class Tpce:
             self.stats.aborted[name] += 1
 
     def execute(self, name: str, args: tuple, rng: random.Random,
-                sleep: Callable = time.sleep) -> bool:
-        """Run a logical transaction, retrying on conflict with jittered exponential backoff."""
+                sleep: Callable = time.sleep, give_up: Optional[Callable] = None) -> bool:
+        """Run a logical transaction, retrying on conflict with jittered exponential backoff
+        (at most MAX_ATTEMPTS attempts, fewer if ``give_up()`` turns true, e.g. at the
+        end of a run). A Trade-Result given up goes back to the pending trades."""
         started = time.perf_counter()
         for attempt in range(MAX_ATTEMPTS):
             ok, result = self.attempt(name, args)
@@ -158,6 +161,8 @@ class Tpce:
                 self.record_commit(name, result, started)
                 return True
             self.record_abort(name)
+            if give_up is not None and give_up():
+                break
             sleep(rng.uniform(0, min(0.001 * 2 ** attempt, 0.05)))
         with self.stats.lock:
             self.stats.gave_up[name] += 1
@@ -165,18 +170,23 @@ class Tpce:
             self.pending.append(args[0])                  # the market tries again later
         return False
 
-    def emulate_one(self, rng: random.Random, sleep: Callable = time.sleep) -> bool:
-        """One emulator step: draw a job by the mix (one Market-Feed at a time) and run it."""
-        feed = self.feed_lock.acquire(blocking=False)
+    def emulate_one(self, rng: random.Random, sleep: Callable = time.sleep,
+                    feed_lock: Optional[threading.Lock] = None,
+                    give_up: Optional[Callable] = None) -> bool:
+        """One emulator step: draw a job by the mix and run it (see :meth:`execute`). Only
+        one Market-Feed runs at a time per ``feed_lock`` (default: the workload's own, one
+        market emulator; a simulation of many machines gives each machine its own)."""
+        feed_lock = feed_lock if feed_lock is not None else self.feed_lock
+        feed = feed_lock.acquire(blocking=False)
         try:
             name, args = self.next_job(rng, feed_busy=not feed)
             if name != "market_feed" and feed:
-                self.feed_lock.release()
+                feed_lock.release()
                 feed = False
-            return self.execute(name, args, rng, sleep)
+            return self.execute(name, args, rng, sleep, give_up)
         finally:
             if feed:
-                self.feed_lock.release()
+                feed_lock.release()
 
     # -- drivers (see drivers.py) ---------------------------------------------
     def run_rounds(self, clients: int = 4, rounds: int = 100, aggregate_every: int = 10,
