@@ -16,38 +16,20 @@ each of them does exactly what the plain cluster does.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 from ..lockservice import LockService
 
 
-class RowRef(NamedTuple):
-    """What an interceptor learns about a row transaction."""
-    client: Optional[str]
-    table: str
-    row: str
-    step: str
-
-
 def attach_interceptor(cluster, interceptor) -> Callable[[], None]:
-    """Call ``interceptor.before(rt)`` before each row transaction of ``cluster`` (outside
-    any lock) and ``interceptor.after(rt)``, if it has one, after each one applied.
-    Returns the function that detaches it.
-
-    Today's store has a single ``gate`` slot (and the tracer for "after"); with the
-    interceptor list this is ``cluster.bigtable.interceptors.append(interceptor)``.
-    """
-    bigtable = cluster.bigtable
-    if bigtable.gate is not None:
-        raise RuntimeError("the store's gate is already taken by another tool")
-    bigtable.gate = lambda client, table, row, step: interceptor.before(
-        RowRef(client, table, row, step))
-    after = getattr(interceptor, "after", None)
-    unsubscribe = cluster.tracer.subscribe(after) if after is not None else (lambda: None)
+    """Put ``interceptor`` (``before(rt)``, optionally ``after(rt)``) on every row
+    transaction of ``cluster``; returns the function that detaches it."""
+    interceptors = cluster.bigtable.interceptors
+    interceptors.append(interceptor)
 
     def detach() -> None:
-        bigtable.gate = None
-        unsubscribe()
+        if interceptor in interceptors:
+            interceptors.remove(interceptor)
     return detach
 
 
