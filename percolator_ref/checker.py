@@ -22,6 +22,8 @@ Write skew (G2-item) is allowed by snapshot isolation and is not reported.
 """
 from __future__ import annotations
 
+import bisect
+
 import threading
 from dataclasses import dataclass, field
 from typing import Optional
@@ -129,13 +131,29 @@ def check_history(records) -> CheckReport:
     anomalies = _check_timestamps(records)
     anomalies += _check_writers(writers)
     reads = 0
+    index = {cell: CellVersions(versions) for cell, versions in writers.items()}
+    empty = CellVersions([])
     for reader in records:
         for cell, version, value in reader.reads:
             reads += 1
-            found = _check_read(reader, cell, version, value, writers.get(cell, []), by_start)
+            found = _check_read(reader, cell, version, value, index.get(cell, empty), by_start)
             if found:
                 anomalies.append(found)
     return CheckReport(anomalies, len(records), len(committed), reads)
+
+
+class CellVersions:
+    """A cell's committed versions sorted by commit_ts, searchable in O(log n)."""
+
+    def __init__(self, versions: list):
+        self.versions = versions
+        self.commit_ts = [v[0] for v in versions]
+        self.by_commit_ts = {v[0]: v for v in versions}
+
+    def newest_before(self, ts: int):
+        """The newest version committed strictly before ``ts``, or None."""
+        i = bisect.bisect_left(self.commit_ts, ts)
+        return self.versions[i - 1] if i else None
 
 
 def _committed_writers(committed) -> dict:
@@ -180,15 +198,14 @@ def _check_writers(writers: dict) -> list:
 
 
 def _check_read(reader, cell, version, value, versions, by_start) -> Optional[Anomaly]:
-    visible = [v for v in versions if v[0] < reader.start_ts]
-    expected = visible[-1] if visible else None
+    expected = versions.newest_before(reader.start_ts)
     if version is None:
         if expected is not None and expected[2] != "DELETE":
             return Anomaly("stale read", f"{reader.client} (start {reader.start_ts}) read {cell} "
                            f"as absent, but {expected[1].client} committed it at {expected[0]}",
                            (reader.client, expected[1].client))
         return None
-    match = next((v for v in versions if v[0] == version), None)
+    match = versions.by_commit_ts.get(version)
     if match is None:
         return _unknown_version(reader, cell, version, by_start)
     if version > reader.start_ts:
