@@ -32,6 +32,7 @@ from percolator_ref.model import ack_col, lock_col, notify_col
 from percolator_ref.observers import clear_notification
 
 from .framework import Exercise, outcome, require
+from .framework import observed as _get, said as _said
 from .worlds import new_cluster, versions
 
 exercise = Exercise(
@@ -113,19 +114,6 @@ def _sweep(world, answer, sweeps: int = 5) -> list:
 
 # -- verdict helpers (grader side) -------------------------------------------------------
 
-def _said(out) -> str:
-    """What a call did, for feedback: ``returned X`` / ``raised E``."""
-    if isinstance(out, dict) and "raised" in out:
-        return f"raised {out['raised']}"
-    if isinstance(out, dict) and "value" in out:
-        return f"returned {out['value']!r}"
-    return f"gave {out!r}"
-
-
-def _get(obs, *keys):
-    require(isinstance(obs, dict) and all(k in obs for k in keys),
-            f"malformed observations (expected {', '.join(keys)})")
-    return [obs[k] for k in keys]
 
 
 def _calls(obs) -> list:

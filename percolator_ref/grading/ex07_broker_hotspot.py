@@ -30,6 +30,7 @@ from percolator_ref import ClientCrash
 from percolator_ref.step import Step
 
 from .framework import Exercise, outcome, require
+from .framework import observed as _get, said as _said
 from .worlds import new_cluster
 
 exercise = Exercise(
@@ -102,18 +103,6 @@ def _reads_side(rt) -> bool:
 
 # -- verdict helpers (grader side) ------------------------------------------------------
 
-def _said(out) -> str:
-    if isinstance(out, dict) and "raised" in out:
-        return f"raised {out['raised']}"
-    if isinstance(out, dict) and "value" in out:
-        return f"returned {out['value']!r}"
-    return f"gave {out!r}"
-
-
-def _get(obs, *keys):
-    require(isinstance(obs, dict) and all(k in obs for k in keys),
-            f"malformed observations (expected {', '.join(keys)})")
-    return [obs[k] for k in keys]
 
 
 def _total(trades) -> int:

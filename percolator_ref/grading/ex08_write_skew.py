@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 
 from .framework import Exercise, outcome, require
+from .framework import observed as _get, said as _said
 from .worlds import new_cluster
 
 exercise = Exercise(8, "write skew: keep checking + savings >= 0 under snapshot isolation",
@@ -69,18 +70,6 @@ def _withdraw_and_commit(c, withdraw, customer, account, amount) -> dict:
 
 # -- verdict helpers (grader side) -------------------------------------------------------
 
-def _said(out) -> str:
-    if isinstance(out, dict) and "raised" in out:
-        return f"raised {out['raised']}"
-    if isinstance(out, dict) and "value" in out:
-        return f"returned {out['value']!r}"
-    return f"gave {out!r}"
-
-
-def _get(obs, *keys):
-    require(isinstance(obs, dict) and all(k in obs for k in keys),
-            f"malformed observations (expected {', '.join(keys)})")
-    return [obs[k] for k in keys]
 
 
 def _sum(balances) -> int:

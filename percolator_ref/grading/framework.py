@@ -360,3 +360,21 @@ def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
             result = run_scenario(check, answer, params[check.name], tmp)
         report.results.append(judge(check, result, params[check.name]))
     return report
+
+
+# -- verdict helpers shared by the exercises (grader side) ------------------------------
+
+def said(out) -> str:
+    """What a call did, for feedback: ``returned X`` / ``raised E``."""
+    if isinstance(out, dict) and "raised" in out:
+        return f"raised {out['raised']}"
+    if isinstance(out, dict) and "value" in out:
+        return f"returned {out['value']!r}"
+    return f"gave {out!r}"
+
+
+def observed(obs, *keys) -> list:
+    """``[obs[k] for k in keys]``, failing the check if the observations lack one."""
+    require(isinstance(obs, dict) and all(k in obs for k in keys),
+            f"malformed observations (expected {', '.join(keys)})")
+    return [obs[k] for k in keys]
