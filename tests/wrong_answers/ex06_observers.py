@@ -2,18 +2,13 @@
 
 Each value is the whole answer cell. tests/test_grading_catalogue.py grades
 every one through the sandbox: each must fail at least one check.
+
+The functions a wrong answer gets right are written once (``CORRECT_*``); each
+entry spells out only what it gets wrong, and ``cell(...)`` joins the parts
+into the whole answer cell that is graded.
 """
 
-WRONG = {
-    "puts the acknowledgement in the write buffer after the observer's writes": '''
-from types import SimpleNamespace
-
-from percolator_ref import cleanup
-from percolator_ref.model import WriteKind, notify_col
-from percolator_ref.step import Step
-from percolator_ref.transaction import Mutation
-
-
+CORRECT_PENDING_NOTIFICATION = '''
 def pending_notification(txn, observer, row):
     ack = observer.ack_cell(row)
     attempt = 0
@@ -30,52 +25,9 @@ def pending_notification(txn, observer, row):
         if acked.value is not None and notified[0] < acked.value:
             return None
         return notified[0]
+'''
 
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        observer.fn(txn, row, observer.column)
-        ack = observer.ack_cell(row)           # record that the work is done
-        txn.writes[ack] = Mutation(ack, WriteKind.PUT, txn.start_ts)
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
-''',
-    "forgets registered_ts (an old write triggers a new observer)": '''
-from types import SimpleNamespace
-
-from percolator_ref import cleanup
-from percolator_ref.model import notify_col
-from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is None:
-            break
-        cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-        attempt += 1
-    if notified is None:
-        return None
-    if acked.value is not None and notified[0] < acked.value:
-        return None
-    return notified[0]
-
-
+CORRECT_RUN_OBSERVER = '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     attempt = 0
     while True:
@@ -93,18 +45,84 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
             return True
         txn.session.backoff(attempt)
         attempt += 1
+'''
 
-
+ANSWER = '''
 answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+'''
+
+
+
+def cell(*parts: str) -> str:
+    """One answer cell from its parts, in order."""
+    return "\n\n".join(part.strip("\n") for part in parts) + "\n"
+
+
+WRONG = {
+    "puts the acknowledgement in the write buffer after the observer's writes": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import WriteKind, notify_col
+from percolator_ref.step import Step
+from percolator_ref.transaction import Mutation
 ''',
-    "treats a write committed at registered_ts as older than the observer (<=)": '''
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        observer.fn(txn, row, observer.column)
+        ack = observer.ack_cell(row)           # record that the work is done
+        txn.writes[ack] = Mutation(ack, WriteKind.PUT, txn.start_ts)
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+''',
+        ANSWER),
+    'forgets registered_ts (an old write triggers a new observer)': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
+''',
+        '''
+def pending_notification(txn, observer, row):
+    ack = observer.ack_cell(row)
+    attempt = 0
+    while True:
+        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+            notified = rt.read(notify_col(observer.column), txn.start_ts)
+            acked = txn.snapshot_read(rt, ack)
+        if acked.lock is None:
+            break
+        cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
+        attempt += 1
+    if notified is None:
+        return None
+    if acked.value is not None and notified[0] < acked.value:
+        return None
+    return notified[0]
+''',
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    'treats a write committed at registered_ts as older than the observer (<=)': cell(
+        '''
+from types import SimpleNamespace
 
-
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        '''
 def pending_notification(txn, observer, row):
     ack = observer.ack_cell(row)
     for attempt in range(1000):
@@ -122,37 +140,18 @@ def pending_notification(txn, observer, row):
     if acked.value is not None and ts <= acked.value:
         return None
     return ts
-
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "compares the notification with when the ack was committed, not its value": '''
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    'compares the notification with when the ack was committed, not its value': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
+''',
+        '''
 def pending_notification(txn, observer, row):
     ack = observer.ack_cell(row)
     attempt = 0
@@ -170,55 +169,19 @@ def pending_notification(txn, observer, row):
         if acked.version is not None and notified[0] < acked.version:
             return None
         return notified[0]
-
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "gives up when the run's commit conflicts (no retry)": '''
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    "gives up when the run's commit conflicts (no retry)": cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     txn = cluster.begin(client=client)
     if pending_notification(txn, observer, row) is None:
@@ -231,54 +194,34 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
         txn.abandon()
         raise
     return txn.commit(crash_after=crash_after)      # the notification stays if we lose
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "never looks at the acknowledgement (runs for every notification it finds)": '''
+        ANSWER),
+    'never looks at the acknowledgement (runs for every notification it finds)': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
+''',
+        '''
 def pending_notification(txn, observer, row):
     with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
         notified = rt.read(notify_col(observer.column), txn.start_ts)
     if notified is None or notified[0] < observer.registered_ts:
         return None
     return notified[0]
-
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "reads the newest notification, even one above start_ts": '''
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    'reads the newest notification, even one above start_ts': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
+''',
+        '''
 def pending_notification(txn, observer, row):
     ack = observer.ack_cell(row)
     attempt = 0
@@ -295,55 +238,19 @@ def pending_notification(txn, observer, row):
         if acked.value is not None and notified[0] < acked.value:
             return None
         return notified[0]
-
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "erases the notification before the run commits": '''
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    'erases the notification before the run commits': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     attempt = 0
     while True:
@@ -360,36 +267,18 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
             return True
         txn.session.backoff(attempt)
         attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "commits the acknowledgement in its own transaction, then runs the observer": '''
+        ANSWER),
+    'commits the acknowledgement in its own transaction, then runs the observer': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     attempt = 0
     while True:
@@ -405,17 +294,16 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
         work = cluster.begin(client=client)
         observer.fn(work, row, observer.column)
         return work.commit(crash_after=crash_after)
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "reads the acknowledgement's data column directly (an uncommitted ack counts)": '''
+        ANSWER),
+    "reads the acknowledgement's data column directly (an uncommitted ack counts)": cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref.model import data_col, notify_col
 from percolator_ref.step import Step
-
-
+''',
+        '''
 def pending_notification(txn, observer, row):
     ack = observer.ack_cell(row)
     with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
@@ -426,55 +314,19 @@ def pending_notification(txn, observer, row):
     if acked is not None and notified[0] < acked[1]:
         return None
     return notified[0]
-
-
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "catches the observer's exception and commits the run anyway": '''
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    "catches the observer's exception and commits the run anyway": cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     attempt = 0
     while True:
@@ -491,36 +343,18 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
             return True
         txn.session.backoff(attempt)
         attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "retries the observer without checking the notification again": '''
+        ANSWER),
+    'retries the observer without checking the notification again': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     txn = cluster.begin(client=client)
     if pending_notification(txn, observer, row) is None:
@@ -535,36 +369,18 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
         txn.session.backoff(attempt)
         attempt += 1
         txn = cluster.begin(client=client)
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
-    "runs the observer once per write it was notified of (no collapsing)": '''
+        ANSWER),
+    'runs the observer once per write it was notified of (no collapsing)': cell(
+        '''
 from types import SimpleNamespace
 
 from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
-
-
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
-
-
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
 def run_observer(cluster, observer, row, client=None, crash_after=None):
     attempt = 0
     while True:
@@ -580,8 +396,6 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
             return True
         txn.session.backoff(attempt)
         attempt += 1
-
-
-answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
 ''',
+        ANSWER),
 }

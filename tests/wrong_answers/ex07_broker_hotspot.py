@@ -2,48 +2,78 @@
 
 Each value is the whole answer cell. tests/test_grading_catalogue.py grades
 every one through the sandbox: each must fail at least one check.
+
+The functions a wrong answer gets right are written once (``CORRECT_*``); each
+entry spells out only what it gets wrong, and ``cell(...)`` joins the parts
+into the whole answer cell that is graded.
 """
 
+CORRECT_RECORD_TRADE = '''
+def record_trade(txn, broker, trade_id, amount):
+    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+'''
+
+CORRECT_BROKER_VOLUME = '''
+def broker_volume(txn, broker):
+    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
+'''
+
+CORRECT_PENDING = '''
+def _pending(txn, broker):
+    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+'''
+
+ANSWER = '''
+answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
+'''
+
+
+
+def cell(*parts: str) -> str:
+    """One answer cell from its parts, in order."""
+    return "\n\n".join(part.strip("\n") for part in parts) + "\n"
+
+
 WRONG = {
-    "keeps the running volume on the broker row (the hotspot itself)": '''
+    'keeps the running volume on the broker row (the hotspot itself)': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
+''',
+        '''
 def record_trade(txn, broker, trade_id, amount):
     volume = txn.get(broker, "volume", table=BROKERS) or 0
     txn.set(broker, "volume", volume + amount, table=BROKERS)
-
-
+''',
+        '''
 def aggregate(cluster, broker):
     return 0                                  # nothing to fold: the volume is always current
-
-
+''',
+        '''
 def broker_volume(txn, broker):
     return txn.get(broker, "volume", table=BROKERS) or 0
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "reads the broker row in every trade (to store a running total with it)": '''
+        ANSWER),
+    'reads the broker row in every trade (to store a running total with it)': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
+''',
+        '''
 def record_trade(txn, broker, trade_id, amount):
     # keep the broker's volume at the time of the trade with it, for reports
     before = txn.get(broker, "volume", table=BROKERS) or 0
     txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
     txn.set(f"{broker}/{trade_id}", "volume_before", before, table=SIDE)
-
-
+''',
+        '''
 def _pending(txn, broker):
     rows = txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
     return [(row, column, value) for row, column, value in rows if column == "amount"]
-
-
+''',
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = _pending(t, broker)
@@ -55,28 +85,18 @@ def aggregate(cluster, broker):
         t.delete(row, "amount", table=SIDE)
         t.delete(row, "volume_before", table=SIDE)
     return len(pending) if t.commit() else 0
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "folds the side rows but never deletes them": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    'folds the side rows but never deletes them': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
-def _pending(txn, broker):
-    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = _pending(t, broker)
@@ -85,28 +105,18 @@ def aggregate(cluster, broker):
     volume = t.get(broker, "volume", table=BROKERS) or 0
     t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
     return len(pending) if t.commit() else 0
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "folds in one transaction, then deletes what a new scan finds": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    'folds in one transaction, then deletes what a new scan finds': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
-def _pending(txn, broker):
-    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = _pending(t, broker)
@@ -121,28 +131,18 @@ def aggregate(cluster, broker):
         cleanup.delete(row, column, table=SIDE)
     cleanup.commit()
     return len(pending)
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "deletes the side rows first, then adds them up in a second transaction": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    'deletes the side rows first, then adds them up in a second transaction': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
-def _pending(txn, broker):
-    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
 def aggregate(cluster, broker):
     take = cluster.begin()                    # claim the rows, so nobody folds them twice
     pending = _pending(take, broker)
@@ -157,29 +157,22 @@ def aggregate(cluster, broker):
             + sum(v for _, _, v in pending), table=BROKERS)
     add.commit()
     return len(pending)
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "picks the broker's side rows by name prefix (B4 also takes B47's)": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    "picks the broker's side rows by name prefix (B4 also takes B47's)": cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        '''
 def _pending(txn, broker):
     return [(row, column, value) for row, column, value in txn.scan(SIDE)
             if row.startswith(broker)]
-
-
+''',
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = _pending(t, broker)
@@ -190,24 +183,17 @@ def aggregate(cluster, broker):
     for row, column, _ in pending:
         t.delete(row, column, table=SIDE)
     return len(pending) if t.commit() else 0
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "reports only the folded volume (pending trades ignored)": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    'reports only the folded volume (pending trades ignored)': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = t.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
@@ -218,28 +204,21 @@ def aggregate(cluster, broker):
     for row, column, _ in pending:
         t.delete(row, column, table=SIDE)
     return len(pending) if t.commit() else 0
-
-
+''',
+        '''
 def broker_volume(txn, broker):
     return txn.get(broker, "volume", table=BROKERS) or 0      # the aggregator keeps it current
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "reads in one transaction and writes the new volume in another": '''
+        ANSWER),
+    'reads in one transaction and writes the new volume in another': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
-def _pending(txn, broker):
-    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
 def aggregate(cluster, broker):
     look = cluster.begin()                    # a read-only look first: cheap
     pending = _pending(look, broker)
@@ -252,28 +231,18 @@ def aggregate(cluster, broker):
     for row, column, _ in pending:
         write.delete(row, column, table=SIDE)
     return len(pending) if write.commit() else 0
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
-    "returns how many rows it saw even when its commit lost": '''
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    'returns how many rows it saw even when its commit lost': cell(
+        '''
 from types import SimpleNamespace
 
 SIDE, BROKERS = "broker_updates", "brokers"
-
-
-def record_trade(txn, broker, trade_id, amount):
-    txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-
-
-def _pending(txn, broker):
-    return txn.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-
-
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
 def aggregate(cluster, broker):
     t = cluster.begin()
     pending = _pending(t, broker)
@@ -284,12 +253,7 @@ def aggregate(cluster, broker):
             t.delete(row, column, table=SIDE)
     t.commit()
     return len(pending)
-
-
-def broker_volume(txn, broker):
-    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
-
-
-answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 ''',
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
 }
