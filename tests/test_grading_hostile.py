@@ -400,3 +400,17 @@ def test_hide_replaces_methods_functions_and_classes():
         "hidden: the reference TimestampOracle.get_timestamp is hidden during grading: write the step yourself",
         "hidden: the reference backoff_and_maybe_cleanup_lock is hidden during grading: write the step yourself",
         "hidden: the reference TimestampOracle.__init__ is hidden during grading: write the step yourself"]
+
+
+def test_canned_observations_pass_no_check_under_other_secrets():
+    """Observations copied from the notebook's own run (secret 0) must fail every check
+    under the grader's secrets: each observation is tied to the run's parameters."""
+    import random
+
+    from percolator_ref.grading.framework import judge
+    spec = ex05_oracle.exercise
+    canned = canned_observations()
+    rng = random.Random(1)
+    passed = {c.name for _ in range(500) for params in [spec.params(rng.getrandbits(63))]
+              for c in spec.checks if judge(c, canned[c.name], params[c.name]).passed}
+    assert passed == set()

@@ -156,15 +156,15 @@ def _mark_value_ok(obs, p):
 @exercise.scenario("one write of the mark per range, the range served from memory",
                    params=_sizes)
 def _one_write(Oracle, p, ctx):
-    per_call = []
+    per_call, served = [], []
     with ctx.writes() as writes:
         oracle = Oracle(ctx.path("oracle.state"), first_timestamp=p["first"], range_size=p["size"])
         at_start = len(writes.paths)
         for _ in range(3 * p["size"]):
             before = len(writes.paths)
-            oracle.get_timestamp()
+            served.append(plain(oracle.get_timestamp()))
             per_call.append(len(writes.paths) - before)
-    return {"at_start": at_start, "writes_per_call": per_call}
+    return {"at_start": at_start, "writes_per_call": per_call, "served": served}
 
 
 @exercise.verdict("one write of the mark per range, the range served from memory")
@@ -173,6 +173,8 @@ def _one_write_ok(obs, p):
     at_start = obs.get("at_start")
     require(type(at_start) is int, "malformed observations")
     size, first = p["size"], p["first"]
+    _consecutive(_ints(obs, "served", 3 * size, "malformed observations"), first,
+                 "while counting the writes")       # ties the counts to this run's timestamps
     for i, count in enumerate(per_call):
         start = first + i - i % size
         if i % size == 0:
