@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -120,30 +121,10 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     """Grade one notebook; never raises for anything the notebook holds or does."""
     path = Path(path)
     others = tuple(others) + (str(path.resolve()),)
-    try:
-        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
-            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
-        nb = nbformat.read(path, as_version=4)
-    except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
-        return Grade(str(path), student_name(None, path, folder),
-                     problems=[f"not a readable notebook: {type(exc).__name__}: {exc}"[:300]])
-    g = Grade(str(path), student_name(nb, path, folder))
-    try:
-        g.exercise = exercise_number(nb)
-        spec = spec_of(exercise_module(g.exercise), check_answer_name(pristine(g.exercise, exercises_dir)))
-        cells, missing = plan(nb, pristine(g.exercise, exercises_dir), g.exercise)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        g.problems.append(str(exc))
+    with PREPARE:                 # one notebook read at a time; the children run in parallel
+        g, spec, cells = prepare(path, exercises_dir, folder)
+    if spec is None:
         return g
-    g.title, g.total = spec.title, len(spec)
-    rejected = missing + syntax_problems(cells)
-    if not rejected:
-        try:
-            rejected = static_problems(cells, spec.graded, spec.forbidden_bases, spec.hidden)
-        except (RecursionError, MemoryError, ValueError) as exc:
-            rejected = [f"your answer cells cannot be analysed: {type(exc).__name__}"]
-    if rejected:
-        return _all_fail(g, spec, rejected, "not run: ")
     params = spec.params(secrets.randbits(63))
     report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
     g.sandbox = str(report.get("landlock", "")) if report else ""
@@ -154,6 +135,40 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     results = report.get("results") if isinstance(report.get("results"), dict) else {}
     g.checks = [judge(c, results.get(c.name), params[c.name]) for c in spec.checks]
     return g
+
+
+PREPARE = threading.Lock()
+"""Reading, validating and planning a notebook (nbformat's validator is not
+thread-safe); ``grade_all(jobs=N)`` runs only the sandboxed children in parallel."""
+
+
+def prepare(path: Path, exercises_dir, folder):
+    """``(grade, spec, cells)`` ready for the child, or ``(final grade, None, None)``."""
+    try:
+        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
+            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
+        return Grade(str(path), student_name(None, path, folder),
+                     problems=[f"not a readable notebook: {type(exc).__name__}: {exc}"[:300]]), None, None
+    g = Grade(str(path), student_name(nb, path, folder))
+    try:
+        g.exercise = exercise_number(nb)
+        spec = spec_of(exercise_module(g.exercise), check_answer_name(pristine(g.exercise, exercises_dir)))
+        cells, missing = plan(nb, pristine(g.exercise, exercises_dir), g.exercise)
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        g.problems.append(str(exc))
+        return g, None, None
+    g.title, g.total = spec.title, len(spec)
+    rejected = missing + syntax_problems(cells)
+    if not rejected:
+        try:
+            rejected = static_problems(cells, spec.graded, spec.forbidden_bases, spec.hidden)
+        except (RecursionError, MemoryError, ValueError) as exc:
+            rejected = [f"your answer cells cannot be analysed: {type(exc).__name__}"]
+    if rejected:
+        return _all_fail(g, spec, rejected, "not run: "), None, None
+    return g, spec, cells
 
 
 def _all_fail(g: Grade, spec, problems: list, prefix: str) -> Grade:
