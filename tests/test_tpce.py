@@ -242,3 +242,13 @@ def test_cpu_per_trade_compares_the_same_work_on_both_stores():
     assert out["ratio"] > 1                        # Percolator's protocol costs CPU
     with pytest.raises(ValueError, match="repeats"):
         tpce.cpu_per_trade(rounds=10, repeats=0)
+
+
+def test_a_trade_missing_a_column_is_a_violation_not_a_crash():
+    """Data damaged by a lost write (e.g. a failover without WAIT) is reported, never raised."""
+    from percolator_ref.workloads.tpce.invariants import check_trade
+    order = '{"acct": "A0000", "broker": "B00", "buy": true, "limit": null, "qty": 5, "symbol": "S1"}'
+    assert check_trade("T1", {"order": order, "status": "completed"}, {}, None) == \
+        ["trade T1: columns ['exec'] missing (a lost write?)"]
+    assert check_trade("T2", {"status": "completed"}, {}, None) == \
+        ["trade T2: columns ['order'] missing (a lost write?)"]

@@ -73,6 +73,9 @@ def check_snapshot(config, initial_holdings: dict, trade_results: int, snap: dic
 def check_trade(trade_id: str, cols: dict, snap: dict, expected: Expected) -> list:
     """One trade's state, request and settlement; a completed one is added to ``expected``."""
     v = []
+    missing = [c for c in ("order", "status") if c not in cols]
+    if missing or (cols.get("status") == "completed" and "exec" not in cols):
+        return [f"trade {trade_id}: columns {missing or ['exec']} missing (a lost write?)"]
     order, status = json.loads(cols["order"]), cols.get("status")
     settled = snap[SETTLEMENT].get(trade_id, {}).get("cash")
     if status == "pending":
