@@ -43,6 +43,8 @@ def backoff_and_maybe_cleanup_lock(session, cell: Cell, lock: Lock, attempt: int
 def cleanup_lock(session, cell: Cell, lock: Lock) -> Optional[int]:
     """Resolve a dead client's lock on ``cell``; return the commit_ts if rolled forward."""
     commit_ts = resolve_primary(session, Cell(*lock.primary), lock.start_ts, lock.client)
+    if commit_ts is not None:           # never roll forward on a record a failover can lose
+        session.make_durable(Cell(*lock.primary))
     if lock.is_primary:
         return commit_ts          # the primary row transaction already settled this cell
     if commit_ts is None:

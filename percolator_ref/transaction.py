@@ -203,7 +203,9 @@ class Transaction:
         see :mod:`percolator_ref.faults`) raises :class:`ClientCrash` there.
         A store failure before the commit point aborts (False); during it,
         raises :class:`CommitOutcomeUnknown` (see :meth:`outcome`); after it,
-        the commit stands (True). The transaction is closed in every case.
+        the commit stands (True). Any other exception (KeyboardInterrupt,
+        SystemExit, an interceptor raising) propagates after
+        :meth:`after_interrupt`. The transaction is closed in every case.
         """
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
@@ -215,6 +217,9 @@ class Transaction:
             raise
         except StoreUnavailable as failure:
             ok = self.after_store_failure(failure)
+        except BaseException:
+            self.after_interrupt()
+            raise
         self.close("committed" if ok else "aborted")
         return ok
 
@@ -345,6 +350,15 @@ class Transaction:
             f"writing the commit point ({failure}); whether it committed is decided by its "
             f"primary {next(iter(self.writes))}: call outcome() once the store is back") from failure
 
+    def after_interrupt(self) -> None:
+        """Something else stopped the commit: close it, writing nothing more, as the phase
+        reached leaves it: aborted before the commit point (nobody else can write it),
+        committed after it, unknown during it (:meth:`outcome` decides at the primary)."""
+        if self.phase == "prewrite":
+            self.commit_ts = None
+        self.close({"prewrite": "aborted", "commit-point": "unknown",
+                    "secondaries": "committed"}[self.phase])
+
     def try_roll_back_own(self) -> None:
         """Erase our locks if the store answers (after a failure before the commit point)."""
         try:
@@ -355,19 +369,27 @@ class Transaction:
     def outcome(self) -> bool:
         """Committed (True) or not (False), decided at the primary once the store is reachable.
 
-        For a transaction whose commit raised :class:`CommitOutcomeUnknown` or
-        :class:`ClientCrash`: a write record at the primary means committed
-        (``commit_ts`` is set to it); a primary lock still there is rolled back
-        (the commit point can no longer be reached), so the answer is final.
+        For a transaction whose commit raised (:class:`CommitOutcomeUnknown`,
+        :class:`ClientCrash`, an interrupt): a write record at the primary
+        means committed (``commit_ts`` is set to it); a primary lock still there
+        is rolled back (the commit point can no longer be reached), so the
+        answer is final. It is reported only once it survives a failover of
+        the store's configured durability (``wait=N``: on N replicas); until
+        then :class:`StoreUnavailable` says it cannot be known yet.
         """
         if self.status == "open":
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")
         if self.status in ("committed", "aborted") or not self.writes:
             return self.status == "committed"
+        primary = next(iter(self.writes))
         resolver = Session(self.cluster, f"{self.client}/outcome")
         try:
-            commit_ts = cleanup.resolve_primary(resolver, next(iter(self.writes)),
-                                                self.start_ts, self.client)
+            commit_ts = cleanup.resolve_primary(resolver, primary, self.start_ts, self.client)
+            resolver.make_durable(primary)
+        except StoreUnavailable as failure:
+            raise StoreUnavailable(f"transaction {self.client}: its outcome cannot be known yet, "
+                                   f"the store cannot make its primary's decision durable "
+                                   f"({failure}); call outcome() again") from failure
         finally:
             resolver.release()
         self.commit_ts = commit_ts        # None: it never committed

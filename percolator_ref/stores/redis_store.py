@@ -597,6 +597,15 @@ class RedisBigtable(RawCellOperations):
         if reply[2] == 1:
             self.call(self.redis.zrem, ix, rt.row)
 
+    def make_durable(self, table: str, row: str) -> None:
+        """With ``wait=N``: one write on the row's node, then ``WAIT N``. The replication
+        stream is ordered, so a replica that acknowledged it holds every earlier write of
+        that node too (the lease key's neighbour ``P:{T/R}:D`` is the barrier's key)."""
+        super().make_durable(table, row)
+        if self.wait_replicas:
+            key = self.row_keys(table, row)[2][:-1] + "D"
+            self.call_durably(key, lambda client: client.set(key, "1", px=60_000))
+
     def check_storable(self, value: Any) -> None:
         """Raise TypeError/ValueError before anything is sent if the codec cannot hold ``value``."""
         super().check_storable(value)
