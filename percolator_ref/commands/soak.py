@@ -91,6 +91,10 @@ def run(args) -> int:
         return refuse("soak", f"--backend {args.backend}: {e}")
     except (TypeError, ValueError, RuntimeError) as e:
         return refuse("soak", e)
+    except KeyboardInterrupt:
+        print("percolator soak: interrupted; every server it started was stopped",
+              file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(out, indent=1))
     else:

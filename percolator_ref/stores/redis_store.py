@@ -87,6 +87,18 @@ returns only once ``N`` replicas hold the write, and raises
 master but not known to be durable, so it is not reported as done: a commit
 point that meets it ends in ``CommitOutcomeUnknown``). Leases and liveness
 tokens are not waited for: losing one only makes the protocol more careful.
+
+Reads too: a master serves what it holds, including a write it has not yet
+replicated (the writer still waiting in ``WAIT``, or a paused master that
+wakes up after its replica took over and answers queued requests before it
+learns it was demoted). With ``wait=N`` a read-only row transaction
+(``get``, ``scan``, a raw read) is therefore followed by a barrier
+(:meth:`RedisBigtable.make_durable`: one write on the row's node, then
+``WAIT N``; the replication stream is ordered, so a replica past the barrier
+holds everything the read saw) and fails with :class:`StoreUnavailable`
+rather than return what a failover could take back. Lazy cleanup and
+``Transaction.outcome()`` put the same barrier after deciding at a primary,
+so nobody rolls forward, or reports, a commit point that a failover can lose.
 """
 from __future__ import annotations
 
@@ -458,8 +470,15 @@ class RedisBigtable(RawCellOperations):
         rt.token = f"{self._owner}:{next(_tokens)}"
 
     def fetch_row(self, rt: RedisRowTransaction) -> dict:
-        """One script: the row's versions (and the lease, unless the step is read-only)."""
-        return parse_row(self._fetch(rt, self.cluster_mode or rt.step not in READ_ONLY_STEPS))
+        """One script: the row's versions (and the lease, unless the step is read-only).
+
+        With ``wait=N`` a read-only step then waits until what it read is on N
+        replicas (:meth:`make_durable`): a read never returns a write that a
+        failover can lose (see "Durability across a failover")."""
+        row = parse_row(self._fetch(rt, self.cluster_mode or rt.step not in READ_ONLY_STEPS))
+        if rt.step in READ_ONLY_STEPS:
+            self.make_durable(rt.table, rt.row)
+        return row
 
     def _fetch(self, rt: RedisRowTransaction, want_lease: bool) -> list:
         keys = self.row_keys(rt.table, rt.row)

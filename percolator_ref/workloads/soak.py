@@ -210,10 +210,12 @@ def run_soak(cluster, seconds: float, *, seed: int = 0, threads: int = 3, accoun
         thread.start()
     try:
         wait_with_progress(soak.stop, seconds, progress)
-    finally:
+    except BaseException:               # Ctrl-C: stop now; the caller stops the servers
         soak.stop.set()
-        for thread in running:
-            thread.join()
+        raise
+    soak.stop.set()
+    for thread in running:
+        thread.join()
     soak.report.seconds = round(time.monotonic() - started, 2)
     if nemesis is not None:
         nemesis.heal()
