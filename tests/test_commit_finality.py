@@ -80,25 +80,31 @@ def test_an_exception_at_any_step_leaves_a_final_truthful_transaction(make_clust
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize("step", [Step.CLEANUP_PRIMARY, Step.ROLL_FORWARD, Step.ABORT_ROLLBACK],
+                         ids=str)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
-def test_an_exception_while_an_aborting_commit_rolls_back(make_cluster, kind, when):
+def test_an_exception_while_a_commit_cleans_up_and_aborts(make_cluster, kind, step, when):
+    """t's prewrite of y meets a dead client's lock: t cleans it up (at the holder's
+    primary p, then rolls y forward) and aborts, erasing its own lock on x."""
     c = make_cluster()
     holder = c.begin()
+    holder.set("p", "v", 7)
     holder.set("y", "v", 7)
     with pytest.raises(ClientCrash):
-        holder.commit(crash_after="prewrite-primary")   # y stays locked by a dead client...
-    c.clock.advance(c.lock_ttl + 1)
-    t = c.begin()                                   # ...so t's secondary prewrite conflicts
+        holder.commit(crash_after="commit-primary")     # y stays locked, p committed
+    t = c.begin()
     t.set("x", "v", 1)
     t.set("y", "v", 1)
-    t.session.interceptors.append(Raise(kind, Step.ABORT_ROLLBACK, when))
+    fault = Raise(kind, step, when)
+    t.session.interceptors.append(fault)
     with pytest.raises(kind):
         t.commit()
-    assert t.status == "aborted"
+    assert fault.fired and t.status == "aborted"
     with pytest.raises(TransactionClosed):
         t.commit()
     assert t.outcome() is False
-    assert fresh_view(c) == {} and all_locks(c) == []
+    c.clock.advance(c.lock_ttl + 1)
+    assert fresh_view(c) == {("p", "v"): 7, ("y", "v"): 7} and all_locks(c) == []
     assert c.check_history().ok
 
 
