@@ -17,9 +17,14 @@ one of (in turn, on a seeded random victim):
   replica has taken over, then SIGCONT it. The old master wakes up still
   believing it serves its slots and answers what clients had queued before
   it learns otherwise: the classic split-brain window. It then rejoins as a
-  replica and throws away what it accepted alone.
+  replica and throws away what it accepted alone;
+- ``lag-kill-master``: cut a master's replication link (its replica stopped,
+  the link dropped: :meth:`ReplicatedRedisCluster.cut_replication`) for
+  ``LAG`` seconds, as a partition between the two would, then SIGKILL the
+  master; the replica, behind by those writes, takes over.
 
-Every other time the victim is the master serving the timestamp oracle's key.
+Every other time (alternating per round) the victim is the master serving the
+timestamp oracle's key.
 After the run the nemesis heals every node (resume, restart) and waits for the
 cluster to be healthy; then the soak settles and audits: the bank total, the
 snapshot-isolation checker over the whole history, lost commits, stuck locks,
@@ -39,6 +44,7 @@ from dataclasses import dataclass
 ORACLE_KEY = "nm:{oracle}"
 HEAL_TIMEOUT = 60.0
 PAUSE_TIMEOUT = 10.0        # seconds a paused master waits for its replica to take over
+LAG = 0.5                   # seconds a master runs with its replication link cut
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,13 @@ class Nemesis:
 
     def run(self, stop) -> None:
         """Until ``stop`` is set: calm for ``interval`` seconds, then the next operation."""
-        operations = [self.kill_master, self.kill_replica, self.pause_master]
+        operations = [self.kill_master, self.kill_replica, self.pause_master,
+                      self.lag_kill_master]
         turn = 0
         while not stop.wait(self.interval):
             operation = operations[turn % len(operations)]
             try:
-                operation(prefer_oracle=turn % 2 == 0)
+                operation(prefer_oracle=(turn + turn // len(operations)) % 2 == 0)
             except Exception as e:      # noqa: BLE001 - reported; the cluster is healed
                 self.errors.append(f"{operation.__name__}: {type(e).__name__}: {e}")
                 self.heal()
@@ -116,6 +123,18 @@ class Nemesis:
         extra = {} if failover_s is None else {"failover_s": round(failover_s, 2)}
         self.record("pause-master", victim, started, **extra)
 
+    def lag_kill_master(self, prefer_oracle: bool = False) -> None:
+        victim = self.victim(prefer_oracle)
+        replica, started = self.nodes.replica_of(victim), time.monotonic()
+        self.nodes.cut_replication(victim, replica)
+        time.sleep(LAG)                                 # the master acknowledges alone
+        self.nodes.kill(victim)
+        self.nodes.resume(replica)
+        failover_s = self.nodes.wait_failover(victim, timeout=HEAL_TIMEOUT)
+        self.nodes.restart(victim)
+        self.nodes.wait_healthy(HEAL_TIMEOUT)
+        self.record("lag-kill-master", victim, started, failover_s=round(failover_s, 2))
+
     def heal(self) -> None:
         """Every node running again (resumed or restarted) and the cluster healthy."""
         for server in self.nodes.servers:
@@ -127,7 +146,7 @@ class Nemesis:
 
     def summary(self) -> dict:
         counts = {op: sum(1 for e in self.events if e["op"] == op)
-                  for op in ("kill-master", "kill-replica", "pause-master")}
+                  for op in ("kill-master", "kill-replica", "pause-master", "lag-kill-master")}
         return {"operations": counts, "failovers": sum(1 for e in self.events if "failover_s" in e),
                 "events": self.events, "errors": self.errors}
 
