@@ -205,23 +205,31 @@ def run_soak(cluster, seconds: float, *, seed: int = 0, threads: int = 3, accoun
         workers.append((soak.forever, (soak.kill,)))
     if nemesis is not None:
         workers.append((nemesis.run, (soak.stop,)))
-    running = [threading.Thread(target=fn, args=args, daemon=True) for fn, args in workers]
-    for thread in running:
-        thread.start()
-    try:
-        wait_with_progress(soak.stop, seconds, progress)
-    except BaseException:               # Ctrl-C: stop now; the caller stops the servers
-        soak.stop.set()
-        raise
-    soak.stop.set()
-    for thread in running:
-        thread.join()
+    run_threads(soak.stop, workers, seconds, progress)
     soak.report.seconds = round(time.monotonic() - started, 2)
     if nemesis is not None:
         nemesis.heal()
     settle(soak)
     audit(soak)
     return soak.report
+
+
+def run_threads(stop: threading.Event, workers: list, seconds: float, progress: bool) -> None:
+    """Run ``workers`` (``(fn, args)``) as threads for ``seconds``, then set ``stop``, join them."""
+    running = [threading.Thread(target=fn, args=args, daemon=True) for fn, args in workers]
+    for thread in running:
+        thread.start()
+    try:
+        wait_with_progress(stop, seconds, progress)
+    except BaseException:               # Ctrl-C: stop soon; the caller stops the servers
+        stop.set()
+        give_up = time.monotonic() + 3.0    # a killer thread mid-restart finishes first
+        for thread in running:
+            thread.join(max(0.0, give_up - time.monotonic()))
+        raise
+    stop.set()
+    for thread in running:
+        thread.join()
 
 
 def wait_with_progress(stop: threading.Event, seconds: float, progress: bool) -> None:
