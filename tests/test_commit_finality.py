@@ -79,19 +79,24 @@ def test_an_exception_at_any_step_leaves_a_final_truthful_transaction(make_clust
     assert committed is past_commit_point
 
 
+CLEANUP_CASES = [("commit-primary", step) for step in
+                 (Step.CLEANUP_PRIMARY, Step.ROLL_FORWARD, Step.ABORT_ROLLBACK)]
+CLEANUP_CASES += [("prewrite", Step.ROLL_BACK)]
+
+
 @pytest.mark.parametrize("when", ["before", "after"])
-@pytest.mark.parametrize("step", [Step.CLEANUP_PRIMARY, Step.ROLL_FORWARD, Step.ABORT_ROLLBACK],
-                         ids=str)
+@pytest.mark.parametrize("holder_crash,step", CLEANUP_CASES, ids=str)
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
-def test_an_exception_while_a_commit_cleans_up_and_aborts(make_cluster, kind, step, when):
+def test_an_exception_while_a_commit_cleans_up_and_aborts(make_cluster, kind, holder_crash,
+                                                          step, when):
     """t's prewrite of y meets a dead client's lock: t cleans it up (at the holder's
-    primary p, then rolls y forward) and aborts, erasing its own lock on x."""
+    primary p, then rolls y forward or back) and aborts, erasing its own lock on x."""
     c = make_cluster()
     holder = c.begin()
     holder.set("p", "v", 7)
     holder.set("y", "v", 7)
     with pytest.raises(ClientCrash):
-        holder.commit(crash_after="commit-primary")     # y stays locked, p committed
+        holder.commit(crash_after=holder_crash)     # y stays locked; p committed or locked
     t = c.begin()
     t.set("x", "v", 1)
     t.set("y", "v", 1)
@@ -104,7 +109,8 @@ def test_an_exception_while_a_commit_cleans_up_and_aborts(make_cluster, kind, st
         t.commit()
     assert t.outcome() is False
     c.clock.advance(c.lock_ttl + 1)
-    assert fresh_view(c) == {("p", "v"): 7, ("y", "v"): 7} and all_locks(c) == []
+    holder_view = {("p", "v"): 7, ("y", "v"): 7} if holder_crash == "commit-primary" else {}
+    assert fresh_view(c) == holder_view and all_locks(c) == []
     assert c.check_history().ok
 
 
