@@ -9,11 +9,11 @@ import math
 from typing import Callable, Optional
 
 from .checker import CheckReport, History, check_history
-from .clock import WallClock
-from .lockservice import LockService
+from .services.clock import WallClock
+from .services.lockservice import LockService
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
-from .oracle import TimestampOracle
+from .services.oracle import TimestampOracle
 from .stores import open_backend
 from .trace import Tracer
 from .transaction import Transaction
