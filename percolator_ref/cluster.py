@@ -11,10 +11,8 @@ from typing import Callable, Optional
 from .checker import CheckReport, History, check_history
 from .cleanup import Cleanup
 from .services.clock import WallClock
-from .services.lockservice import LockService
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
-from .services.oracle import TimestampOracle
 from .stores import open_backend
 from .trace import Tracer
 from .transaction import Transaction
@@ -66,16 +64,9 @@ class Cluster:
         self.Cleanup = compose(Cleanup, self.variants, "Cleanup")
         self.clock = clock if clock is not None else WallClock()
         self.tracer = Tracer()
-        self.bigtable = open_backend(backend, self.tracer)
-        if getattr(self.bigtable, "make_oracle", None) is not None:
-            if oracle_state_path is not None:
-                raise ValueError("oracle_state_path is for the in-memory store: with a Redis "
-                                 "backend the oracle's state lives on the server")
-            self.oracle = self.bigtable.make_oracle(first_timestamp)
-            self.lockservice = self.bigtable.make_lockservice(self.clock, lock_ttl)
-        else:
-            self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
-            self.lockservice = LockService(self.clock, lock_ttl)
+        self.bigtable, self.oracle, self.lockservice = open_backend(
+            backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
+            first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
         self.oracle = timestamp_source(self.variants, self, self.oracle)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
