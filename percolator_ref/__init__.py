@@ -5,7 +5,7 @@ Transactions and Notifications", OSDI 2010. See API.md for the contract and
 the README for a map from the paper's sections and figures to this code.
 """
 from .bigtable import Bigtable, RowTransaction
-from .checker import CheckReport, History, check_history
+from .checking.checker import CheckReport, History, check_history
 from .services.clock import ManualClock, WallClock
 from .cluster import Cluster
 from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, OracleStateCorrupt,

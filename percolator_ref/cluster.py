@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from .checker import CheckReport, History, check_history
+from .checking.checker import CheckReport, History, check_history
 from .cleanup import Cleanup
 from .services.clock import WallClock
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
-from .stores import open_backend
+from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
 from .variants import check_variants, compose, timestamp_source
@@ -46,7 +46,7 @@ class Cluster:
     oracle and the liveness tokens on the server too, so processes cooperate.
     ``oracle_state_path``: persist the oracle's high-water mark there (in
     memory only: refused with a Redis store, whose oracle lives on the
-    server). ``record_history``: keep :class:`~percolator_ref.checker.History`
+    server). ``record_history``: keep :class:`~percolator_ref.checking.checker.History`
     records for the checker (turn off for long benchmarks). ``seed``:
     randomness for observers' scanners. ``variants``: protocol variants
     (:mod:`percolator_ref.variants`) that change named steps of the paper's

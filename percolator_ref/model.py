@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 # Input rules live in checks.py; re-exported here, where the vocabulary is.
 from .checks import (INT_LIMIT, MAX_INT_DIGITS, MAX_TIMESTAMP, VALUE_TYPES,  # noqa: F401
-                     check_cell, check_encodable, check_name, check_timestamp, check_value)
+                     check_cell_names, check_encodable, check_name, check_timestamp, check_value)
 
 DEFAULT_TABLE = "default"
 class Cell(NamedTuple):
@@ -30,6 +30,12 @@ class Cell(NamedTuple):
     def __str__(self):
         prefix = "" if self.table == DEFAULT_TABLE else f"{self.table}/"
         return f"{prefix}{self.row}.{self.column}"
+
+
+def check_cell(row, column, table) -> Cell:
+    """Validate a cell's names (no ``:`` in a column) and return it as a :class:`Cell`."""
+    check_cell_names(row, column, table)
+    return Cell(table, row, column)
 
 
 def data_col(column: str) -> str:

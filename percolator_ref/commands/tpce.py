@@ -117,7 +117,7 @@ def _report(result: dict, violations: list, as_json: bool) -> None:
 
 
 def _flush(url: str) -> None:
-    from ..stores import open_backend
+    from ..stores.backend import open_backend
     store = open_backend(url).bigtable
     store.flush()
     store.close()

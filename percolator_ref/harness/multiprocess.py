@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..checker import CheckReport, History, TxnRecord, check_history
+from ..checking.checker import CheckReport, History, TxnRecord, check_history
 from ..model import Cell
 from ..stores.redis_codec import decode, encode
 

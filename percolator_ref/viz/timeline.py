@@ -22,7 +22,7 @@ class TimelineRow(NamedTuple):
 def timeline_rows(records, labels: Optional[dict] = None) -> list:
     """One :class:`TimelineRow` per record, in order.
 
-    ``records``: :class:`~percolator_ref.checker.TxnRecord` s. ``labels``: an
+    ``records``: :class:`~percolator_ref.checking.checker.TxnRecord` s. ``labels``: an
     optional ``{client: name}`` (e.g. ``{"T5": "T3"}``) for the names shown.
     A committed transaction that wrote nothing took no commit timestamp
     (API.md), so it is labelled read-only and gets no commit mark.
@@ -47,7 +47,7 @@ def plot_timeline(records, ax=None, title: str = "Transactions in timestamp orde
                   labels: Optional[dict] = None):
     """Draw each transaction as a bar from ``start_ts`` to ``commit_ts`` (Figure 3's marks).
 
-    ``records``: :class:`~percolator_ref.checker.TxnRecord` s (``cluster.history.records``,
+    ``records``: :class:`~percolator_ref.checking.checker.TxnRecord` s (``cluster.history.records``,
     or a filtered list). Open square: the start (snapshot); closed circle: the
     commit. ``labels``: see :func:`timeline_rows`. Returns the matplotlib Axes.
     """

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Cell, WriteKind, write_col
+from ..model import Cell, WriteKind, write_col
 
 
 @dataclass
