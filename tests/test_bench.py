@@ -4,7 +4,7 @@ import json
 import pytest
 
 from percolator_ref import bench
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from percolator_ref import Cluster, ManualClock
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from percolator_ref.workloads import tpce
 
 

@@ -1,8 +1,41 @@
-"""Subcommands of ``percolator``: one module each, with ``register(subparsers)``; and the
-command line's ``--backend`` (:func:`backend_url`)."""
+"""The ``percolator`` command line (:func:`main`).
+
+Subcommands live in this package: each module here defines
+``register(subparsers)``, which adds its parser and sets ``func(args) -> int``
+as the parser's default. Adding a command is adding a module. A command's
+``--backend`` is resolved by :func:`backend_url`.
+"""
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib
+import pkgutil
+
+from .. import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="percolator",
+        description="The Percolator teaching kit: demos, benchmarks, workloads and grading "
+                    "over the reference implementation of Peng & Dabek (OSDI 2010).")
+    parser.add_argument("--version", action="version", version=f"percolator_ref {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return 2
+    return args.func(args)
+
 
 
 @contextlib.contextmanager
