@@ -76,6 +76,26 @@ class WriteKind(enum.Enum):
     ROLLBACK = "rollback"
 
 
+class TxStatus(enum.StrEnum):
+    """Where a transaction stands; a ``StrEnum``, so ``TxStatus.COMMITTED == "committed"``.
+
+    Every ``commit()`` ends in COMMITTED, ABORTED, CRASHED (fault injection) or
+    UNKNOWN (the store failed at the commit point: see ``outcome()``)."""
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    CRASHED = "crashed"
+    UNKNOWN = "unknown"
+
+
+class CommitPhase(enum.StrEnum):
+    """How far a commit got, which decides what a store failure means: before the commit
+    point (abort), at it (unknown), after it (committed)."""
+    PREWRITE = "prewrite"
+    COMMIT_POINT = "commit-point"
+    SECONDARIES = "secondaries"
+
+
 @dataclass(frozen=True)
 class Write:
     """A write record in ``c:write`` at ``commit_ts``: the data is at ``start_ts``."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from ..model import TxStatus
+
 START_MARKER, COMMIT_MARKER = "s", "o"     # open square, closed circle (Figure 3)
 
 
@@ -32,13 +34,13 @@ def timeline_rows(records, labels: Optional[dict] = None) -> list:
     rows = []
     for r in records:
         name = (labels or {}).get(r.client, r.client)
-        if r.status == "committed" and r.commit_ts is None:
+        if r.status == TxStatus.COMMITTED and r.commit_ts is None:
             text = f"{name}: read-only, no commit timestamp"
-        elif r.status == "committed":
+        elif r.status == TxStatus.COMMITTED:
             text = f"{name}: committed at {r.commit_ts}"
         else:
             text = f"{name}: {r.status}"
-        commit = r.commit_ts if r.status == "committed" else None
+        commit = r.commit_ts if r.status == TxStatus.COMMITTED else None
         rows.append(TimelineRow(name, r.start_ts, commit, text))
     return rows
 

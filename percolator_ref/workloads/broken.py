@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..interceptors import Counter
-from ..model import DEFAULT_TABLE, check_cell
+from ..model import DEFAULT_TABLE, TxStatus, check_cell
 from ..step import Step
 from ..transaction import Transaction
 
@@ -143,7 +143,7 @@ def read_during_commit(cluster, writer: Transaction, row: str, column: str,
     Every hand-over waits on an event: deterministic.
     """
     check_cell(row, column, table)
-    if writer.status != "open" or not writer.writes:
+    if writer.status != TxStatus.OPEN or not writer.writes:
         raise ValueError(f"writer must be an open transaction with writes, got {writer!r}")
     park, outcome = ParkAfterCommitTimestamp(writer), {}
     writer.session.interceptors.append(park)
