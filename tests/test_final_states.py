@@ -145,7 +145,7 @@ def test_an_exhausted_oracle_aborts_before_the_commit_point_and_leaves_no_lock(m
 
 
 def test_status_and_phase_are_enums_that_still_compare_as_strings():
-    from percolator_ref import CommitPhase, TxStatus
+    from percolator_ref import Cluster, CommitPhase, ManualClock, TxStatus
     cluster = Cluster(clock=ManualClock())
     t = cluster.begin()
     assert t.status is TxStatus.OPEN and t.phase is CommitPhase.PREWRITE
