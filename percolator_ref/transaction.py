@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Optional
 from . import cleanup, faults, rows
 from .bigtable import Condition
 from .errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
-from .interceptors import attached
+from .interceptors import attach
 from .model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, TxStatus, Write, WriteKind,
                     check_cell, check_name,
                     check_value, data_col, lock_col, notify_col, split_column, write_col)
@@ -209,7 +209,7 @@ class Transaction:
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
         try:
-            with attached(self.session, *([plan] if plan else [])):
+            with attach(self.session, *([plan] if plan else [])):
                 ok = self.two_phase_commit()
         except ClientCrash:
             self.close(TxStatus.CRASHED)

@@ -10,6 +10,7 @@ import pytest
 
 from percolator_ref import (CommitOutcomeUnknown, Step, StoreUnavailable, TransactionClosed)
 from percolator_ref.model import MAX_TIMESTAMP
+from percolator_ref.interceptors import attach
 
 from helpers import all_locks, fresh_view
 
@@ -38,7 +39,7 @@ def transfer(c, fault):
     t = c.begin()
     t.set("Bob", "bal", 3)
     t.set("Joe", "bal", 9)
-    t.session.interceptors.append(fault)
+    attach(t.session, fault)
     return t
 
 

@@ -63,7 +63,7 @@ from typing import Callable, Optional
 
 from ..stores import is_redis, url_with
 from ..services.clock import ManualClock
-from ..interceptors import Latency
+from ..interceptors import Latency, attach
 from ..step import CHECK_AND_WRITE_STEPS, Step
 
 PAPER_FIGURE_8 = {
@@ -170,7 +170,7 @@ class SeparateChecks:
     commit of the primary, rollbacks, cleanup), it first runs a separate
     read-only row transaction on the same row (step ``"separate-read"``): the
     read RPC a client would need if the check could not travel with the
-    write. Install with ``bigtable.interceptors.append(SeparateChecks(bigtable))``.
+    write. Install with ``attach(bigtable, SeparateChecks(bigtable))``.
     """
 
     def __init__(self, bigtable):
@@ -365,10 +365,10 @@ def _stores(n_rows: int, backend, latency: float):
     else:
         store = Figure8Store(n_rows, backend)
         split = Figure8Store(n_rows, backend)
-        split.bigtable.interceptors.append(SeparateChecks(split.bigtable))
+        attach(split.bigtable, SeparateChecks(split.bigtable))
     if latency:
         for s in (store, split):
-            s.bigtable.interceptors.append(Latency(latency))
+            attach(s.bigtable, Latency(latency))
             s.cluster.oracle = OracleRoundTrip(s.cluster.oracle, latency)
     return store, split
 
