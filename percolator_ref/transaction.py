@@ -21,6 +21,10 @@ notifications are written before the commit point, so a crash after it
 cannot lose them (an aborted commit may cause one extra observer run).
 Every ``commit()`` ends in a final state (API.md): committed, aborted, crashed
 (fault injection) or unknown (:class:`CommitOutcomeUnknown`).
+
+This is the paper's protocol and nothing else: a protocol variant (TiKV's,
+Spanner's) overrides named steps of it from outside, per cluster
+(:mod:`percolator_ref.variants`); no step here asks which variant runs.
 """
 from __future__ import annotations
 
