@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 
 BAD = [
     # soak
