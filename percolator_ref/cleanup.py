@@ -52,8 +52,6 @@ class Cleanup:
     def cleanup_lock(self, cell: Cell, lock: Lock) -> Optional[int]:
         """Resolve a dead client's lock on ``cell``; return the commit_ts if rolled forward."""
         commit_ts = self.resolve_primary(Cell(*lock.primary), lock.start_ts, lock.client)
-        if commit_ts is not None:           # never roll forward on a record a failover can lose
-            self.session.make_durable(Cell(*lock.primary))
         if lock.is_primary:
             return commit_ts          # the primary row transaction already settled this cell
         if commit_ts is None:

@@ -61,11 +61,6 @@ class Session:
         else:
             self.lockservice.heartbeat(self.name)
 
-    def make_durable(self, cell) -> None:
-        """Return once what the store holds of ``cell``'s row survives a failover of the
-        store's configured durability (StoreUnavailable if it cannot say so yet)."""
-        self.bigtable.make_durable(cell.table, cell.row)
-
     def timestamp(self) -> int:
         """A timestamp from the oracle (strictly increasing)."""
         return self.oracle.get_timestamp()

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Optional
 
 from . import cleanup, faults, rows
 from .bigtable import Condition
-from .errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
+from .errors import CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
 from .interceptors import attach
 from .model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, TxStatus, Write, WriteKind,
                     check_cell, check_name,
@@ -209,22 +209,21 @@ class Transaction:
         see :mod:`percolator_ref.faults`) raises :class:`ClientCrash` there.
         A store failure before the commit point aborts (False); during it,
         raises :class:`CommitOutcomeUnknown` (see :meth:`outcome`); after it,
-        the commit stands (True). Any other exception (KeyboardInterrupt,
-        SystemExit, an interceptor raising) propagates after
-        :meth:`after_interrupt`. The transaction is closed in every case.
+        the commit stands (True). Any other exception (ClientCrash,
+        KeyboardInterrupt, SystemExit, an interceptor raising) propagates and the
+        transaction is closed as crashed: nothing more is written, its token
+        lapses after the TTL and :meth:`outcome` decides at the primary. The
+        transaction is closed in every case.
         """
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
         try:
             with attach(self.session, *([plan] if plan else [])):
                 ok = self.two_phase_commit()
-        except ClientCrash:
-            self.close(TxStatus.CRASHED)
-            raise
         except StoreUnavailable as failure:
             ok = self.after_store_failure(failure)
-        except BaseException:
-            self.after_interrupt()
+        except BaseException:         # ClientCrash, an interrupt, an interceptor raising:
+            self.close(TxStatus.CRASHED)  # the client stopped; outcome() decides at the primary
             raise
         self.close(TxStatus.COMMITTED if ok else TxStatus.ABORTED)
         return ok
@@ -361,15 +360,6 @@ class Transaction:
             f"writing the commit point ({failure}); whether it committed is decided by its "
             f"primary {next(iter(self.writes))}: call outcome() once the store is back") from failure
 
-    def after_interrupt(self) -> None:
-        """Something else stopped the commit: close it, writing nothing more, as the phase
-        reached leaves it: aborted before the commit point (nobody else can write it),
-        committed after it, unknown during it (:meth:`outcome` decides at the primary)."""
-        if self.phase == CommitPhase.PREWRITE:
-            self.commit_ts = None
-        self.close({CommitPhase.PREWRITE: TxStatus.ABORTED, CommitPhase.COMMIT_POINT:
-                    TxStatus.UNKNOWN, CommitPhase.SECONDARIES: TxStatus.COMMITTED}[self.phase])
-
     def try_roll_back_own(self) -> None:
         """Erase our locks if the store answers (after a failure before the commit point)."""
         try:
@@ -384,23 +374,19 @@ class Transaction:
         :class:`ClientCrash`, an interrupt): a write record at the primary
         means committed (``commit_ts`` is set to it); a primary lock still there
         is rolled back (the commit point can no longer be reached), so the
-        answer is final. It is reported only once it survives a failover of
-        the store's configured durability (``wait=N``: on N replicas); until
-        then :class:`StoreUnavailable` says it cannot be known yet.
+        answer is final. A store with replicas (``wait=N``) answers the
+        primary's row transaction only once what it read is on N replicas, so a
+        decision a failover can lose is never reported: until then
+        :class:`StoreUnavailable` (call ``outcome()`` again).
         """
         if self.status == TxStatus.OPEN:
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")
         if self.status in (TxStatus.COMMITTED, TxStatus.ABORTED) or not self.writes:
             return self.status == TxStatus.COMMITTED
-        primary = next(iter(self.writes))
         resolver = Session(self.cluster, f"{self.client}/outcome")
         try:
-            commit_ts = cleanup.resolve_primary(resolver, primary, self.start_ts, self.client)
-            resolver.make_durable(primary)
-        except StoreUnavailable as failure:
-            raise StoreUnavailable(f"transaction {self.client}: its outcome cannot be known yet, "
-                                   f"the store cannot make its primary's decision durable "
-                                   f"({failure}); call outcome() again") from failure
+            commit_ts = cleanup.resolve_primary(resolver, next(iter(self.writes)),
+                                                self.start_ts, self.client)
         finally:
             resolver.release()
         self.commit_ts = commit_ts        # None: it never committed

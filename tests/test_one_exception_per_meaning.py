@@ -39,7 +39,7 @@ CASES = [
     ("oracle asked for a float", {}, lambda c: c.oracle.get_timestamps(1.0), ValueError,
      "n must"),
     ("oracle asked for more than exist", {}, lambda c: c.oracle.get_timestamps(2 ** 64),
-     ValueError, "n must be at most"),
+     OracleExhausted, "MAX_TIMESTAMP"),
     ("first_timestamp < 0", dict(first_timestamp=-1), None, ValueError, "first_timestamp"),
     ("first_timestamp > MAX", dict(first_timestamp=MAX_TIMESTAMP + 1), None, ValueError,
      "first_timestamp"),

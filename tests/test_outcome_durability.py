@@ -72,7 +72,7 @@ def test_outcome_never_reports_a_commit_point_the_replica_lacks(master_and_repli
         t.commit()
     with pytest.raises(TransactionClosed):
         t.commit()
-    with pytest.raises(StoreUnavailable, match="cannot be known yet"):
+    with pytest.raises(StoreUnavailable, match="not yet known to be on 1 replica"):
         t.outcome()                      # on the master the write record is there: not enough
     master.kill()                        # the failover: the replica (promoted) is the store
     after = Cluster(backend=f"{replica.url}?prefix=od", clock=clock)

@@ -24,15 +24,6 @@ class RawCellOperations:
     single-cell row transaction. A store needs ``row_transaction`` and may
     refuse a value it cannot hold in ``check_storable``."""
 
-    def make_durable(self, table: str, row: str) -> None:
-        """Return once every write applied so far to ``row``'s store node is as durable as
-        the store promises (a store with replicas waits for them; one copy: at once).
-
-        Raises :class:`~percolator_ref.errors.StoreUnavailable` if it cannot be made so.
-        """
-        check_name(table, "table")
-        check_name(row, "row")
-
     def check_storable(self, value: Any) -> None:
         """Raise TypeError before anything is written if ``value`` cannot be stored."""
         if value is None:

@@ -150,8 +150,9 @@ class RedisTimestampOracle:
         """``n`` consecutive timestamps, allocated atomically in one round trip."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
-        if n > MAX_TIMESTAMP:
-            raise ValueError(f"n must be at most {MAX_TIMESTAMP}, got {n}")
+        if n > MAX_TIMESTAMP:         # more than exist: exhausted, as the in-memory oracle says
+            raise OracleExhausted(f"the timestamp oracle at {self.store.url} cannot hand out {n} "
+                                  f"timestamps: MAX_TIMESTAMP is {MAX_TIMESTAMP}")
         args = [str(n), str(MAX_TIMESTAMP - n)]
         last = self.store.call_durably(self.key, lambda client: self._next(
             keys=[self.key], args=args, client=client))     # with wait=N: replicated first
