@@ -245,7 +245,7 @@ class _Run:
 
 def g0(cluster=None) -> HermitageResult:
     """G0 write cycles: two writers interleave updates of both rows; the result must be one
-    writer's pair, never a mix (first committer wins)."""
+    writer's pair, never a mix (the first to lock wins)."""
     run = _Run(cluster)
     t1, t2 = run.begin("T1"), run.begin("T2")
     run.set(t1, "1", 11)
@@ -257,8 +257,9 @@ def g0(cluster=None) -> HermitageResult:
     final = run.final()
     happened = all(run.commits.values()) or final not in ({"1": 11, "2": 21}, {"1": 12, "2": 22})
     return run.result("G0", "T1,T2 write rows 1 and 2 interleaved", PREVENTED, happened, final,
-                      "first committer wins: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's prewrite aborts and T1's pair survives whole")
+                      "T2's prewrite meets T1's write record @{T1.commit}, newer than its start "
+                      "{T2.start}, and aborts (a prewrite aborts on a newer write record or on "
+                      "any lock): T1's pair survives whole")
 
 
 def g1a(cluster=None) -> HermitageResult:
@@ -364,8 +365,8 @@ def pmp_write(cluster=None) -> HermitageResult:
     final = run.final()
     return run.result("PMP-write", "T1 adds 10 to every row while T2 deletes value = 20",
                       PREVENTED, run.commits["T2"] or final != {"1": 20, "2": 30}, final,
-                      "both write row 2: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's delete aborts (first committer wins)")
+                      "both write row 2: T2's prewrite meets T1's write record @{T1.commit}, "
+                      "newer than its start {T2.start}, so T2's delete aborts")
 
 
 def p4(cluster=None) -> HermitageResult:
@@ -381,8 +382,8 @@ def p4(cluster=None) -> HermitageResult:
     final = run.final()
     return run.result("P4", "T1 and T2 both increment row 1", PREVENTED,
                       all(run.commits.values()), final,
-                      "both write row 1: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's prewrite aborts (first committer wins)")
+                      "both write row 1: T2's prewrite meets T1's write record @{T1.commit}, "
+                      "newer than its start {T2.start}, and aborts")
 
 
 def g_single(cluster=None) -> HermitageResult:
