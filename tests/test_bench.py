@@ -140,7 +140,7 @@ def test_bench_json_has_the_figure8_keys_and_sane_values(capsys):
 
 
 def test_store_operations_count_as_section_3_2_does():
-    from percolator_ref import bench_store
+    from percolator_ref.bench import store as bench_store
     ops = bench_store.store_operations(n_rows=3)
     w, g = ops["percolator_write"], ops["percolator_get"]
     # the prewrite's lock-check read + the commit's check of its own lock; two writes
@@ -152,7 +152,7 @@ def test_store_operations_count_as_section_3_2_does():
 
 
 def test_store_cpu_over_redis_takes_the_oracle_out():
-    from percolator_ref import bench_store
+    from percolator_ref.bench import store as bench_store
     from percolator_ref.harness.redis_server import LocalRedisServer
     if not LocalRedisServer.available():
         pytest.skip("redis-server is not installed")

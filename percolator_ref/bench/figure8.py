@@ -32,7 +32,7 @@ data (SQLite in memory running the same single-cell transactions).
 costing the same); it is NOT the paper's account. §3.2 puts the write cost on
 the store's operations on one saturated tablet server (a lock-check read, a
 write to add the lock, a write to remove it) and did not measure the oracle;
-:mod:`percolator_ref.bench_store` counts and measures it that way.
+:mod:`percolator_ref.bench.store` counts and measures it that way.
 :func:`run_modeled_latency` charges a modeled round trip on each round trip.
 
 Both of those steps are *conditional mutations* (section 2.5): a read-check
@@ -542,7 +542,7 @@ def rpc_model(counts: dict) -> dict:
     raw write, a read 1/2 of a raw read; without conditional mutations each
     check-and-write step is two RPCs: 1/6. ``*_row_transactions_only``: the
     oracle left out. A model of a latency-bound client, not the paper's
-    account of Figure 8 (see :mod:`percolator_ref.bench_store`).
+    account of Figure 8 (see :mod:`percolator_ref.bench.store`).
     """
     def ratio(raw: str, op: str, cm: bool = True, oracle: bool = True) -> float:
         trips = round_trips(counts, op, cm) - (0 if oracle else counts[op]["oracle_calls"])

@@ -81,7 +81,7 @@ def run_clients(args) -> int:
 
 def run_store_cpu(args) -> int:
     """``--store-cpu``: the server's CPU per Figure 8 operation on a Redis store."""
-    from .. import bench_store
+    from ..bench import store as bench_store
     from ..stores import backend_url, is_redis
     from ..errors import StoreUnavailable
     try:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from .bench import OPERATIONS, PAPER_FIGURE_8, Figure8Store, redis_figure8_store
+from .figure8 import OPERATIONS, PAPER_FIGURE_8, Figure8Store, redis_figure8_store
 
 STORE_OPS = OPERATIONS + ("oracle_timestamp",)
 
