@@ -1,5 +1,5 @@
 """The race steppers of notebooks 3, 4 and 5 (viz.scenarios), driven from code."""
-from percolator_ref.frames import stepper_frame
+from percolator_ref.viz.frames import stepper_frame
 from percolator_ref.viz import observer_race_stepper, oracle_race_stepper, slow_holder_stepper
 from percolator_ref.workloads.broken import EarlyCommitTimestamp
 

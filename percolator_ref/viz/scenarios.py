@@ -58,7 +58,7 @@ def slow_holder_stepper(lock_ttl: float = 1.0) -> Stepper:
     token is too old, then cleans T7 up; step T7 again to see what is left
     of its commit.
     """
-    from ..clock import ManualClock
+    from ..services.clock import ManualClock
     from ..cluster import Cluster
     return Stepper({"transfer": transfer, "reader": read_balance}, setup=figure4_setup,
                    make_cluster=lambda: Cluster(first_timestamp=5, clock=ManualClock(),

@@ -58,7 +58,7 @@ def _meter(cluster, cost: str):
 
 
 def _fresh(pages: list, incremental: bool):
-    from ..clock import ManualClock
+    from ..services.clock import ManualClock
     from ..cluster import Cluster
     cluster = Cluster(clock=ManualClock())
     if incremental:
