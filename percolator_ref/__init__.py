@@ -6,13 +6,13 @@ the README for a map from the paper's sections and figures to this code.
 """
 from .bigtable import Bigtable, RowTransaction
 from .checker import CheckReport, History, check_history
-from .clock import ManualClock, WallClock
+from .services.clock import ManualClock, WallClock
 from .cluster import Cluster
 from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, OracleStateCorrupt,
                      OracleExhausted, PercolatorError, StoreUnavailable, TransactionClosed)
-from .lockservice import LockService
+from .services.lockservice import LockService
 from .model import Cell, Lock, Write, WriteKind
-from .oracle import BatchingOracleClient, TimestampOracle
+from .services.oracle import BatchingOracleClient, TimestampOracle
 from .trace import Change, RowTransactionEvent, Tracer
 from .session import Session
 from .step import CRASH_POINTS, Step

@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Cell, write_col
+from .model import Cell, WriteKind, write_col
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _primary_commit_ts(bigtable, record: TxnRecord) -> Optional[int]:
     primary: Cell = record.writes[0][0]
     for commit_ts, write in bigtable.versions(primary.table, primary.row, write_col(primary.column)):
         if write.start_ts == record.start_ts:
-            return commit_ts
+            return None if write.kind is WriteKind.ROLLBACK else commit_ts
     return None
 
 

@@ -59,9 +59,15 @@ def split_column(bigtable_column: str) -> tuple[str, str]:
 
 
 class WriteKind(enum.Enum):
-    """What a write record commits: a value, or a delete."""
+    """What a write record commits: a value, or a delete.
+
+    ``ROLLBACK`` is not a commit: it is the rollback record some protocol
+    variants write in ``c:write`` at the rolled-back transaction's ``start_ts``
+    (TiKV's ``WriteType::Rollback``). Readers skip it; it is never read as data.
+    """
     PUT = "data"
     DELETE = "delete"
+    ROLLBACK = "rollback"
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ def snapshot_read(rt, start_ts: int, column: str) -> SnapshotRead:
     lock = rt.read(lock_col(column), start_ts)
     if lock is not None:                     # a pending write at or below our snapshot
         return SnapshotRead(lock=lock[1])
-    latest = rt.read(write_col(column), start_ts)
+    latest = rows.latest_write(rt, column, start_ts)
     if latest is None:                       # nothing committed before our snapshot
         return SnapshotRead()
     commit_ts, write = latest
@@ -230,7 +230,7 @@ class Transaction:
             if not self.prewrite(m, primary):
                 self.roll_back_own(mutations[:i])
                 return False
-        self.commit_ts = self.session.timestamp()
+        self.commit_ts = self.commit_timestamp()
         self.write_notifications(mutations[1:])
         self.phase = "commit-point"
         if mutations and not self.commit_primary(mutations[0]):
@@ -285,6 +285,10 @@ class Transaction:
                                           else f"pointing at the primary {primary}"))
 
     # -- the commit point and the secondaries ------------------------------------------
+    def commit_timestamp(self) -> int:
+        """Take ``commit_ts`` from the timestamp source, now that every lock is written (§2.3)."""
+        return self.session.timestamp()
+
     def write_notifications(self, secondaries: list) -> None:
         """Set ``c:notify`` at commit_ts on observed secondaries and weakly notified cells.
 
@@ -328,7 +332,8 @@ class Transaction:
         for m in mutations:
             with self.session.row_transaction(m.cell.table, m.cell.row, Step.ABORT_ROLLBACK) as rt:
                 if rows.held_lock(rt, m.cell.column, self.start_ts) is not None:
-                    rows.apply(rt, rows.rollback_writes(m.cell.column, self.start_ts))
+                    rows.apply(rt, self.session.cleanup.rollback_writes(m.cell.column,
+                                                                         self.start_ts))
                 rt.explain(f"abort: erase own lock and data on {m.cell} @ {self.start_ts}")
 
     # -- final states ------------------------------------------------------------------

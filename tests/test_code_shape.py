@@ -23,7 +23,8 @@ MAX_CORE_LINES = 1000
 # client's session. Wiring (cluster.py), fault injection, interceptors, the worker
 # runtime, workloads and tools are outside this count.
 CORE = ["bigtable.py", "model.py", "step.py", "session.py", "rows.py", "transaction.py",
-        "cleanup.py", "oracle.py", "lockservice.py", "observers.py"]
+        "cleanup.py", "services/oracle.py", "services/lockservice.py",
+        "observers/notifications.py"]
 
 
 # Names that start with "_" but are public protocols of other libraries.

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from percolator_ref import Cluster, LockService, ManualClock
-from percolator_ref.lockservice import MAX_TTL
+from percolator_ref.services.lockservice import MAX_TTL
 
 NEWLY_REFUSED = [math.nan, -math.nan, math.inf, MAX_TTL * 2, 1e15, 1e300, 10 ** 400]
 NEWLY_REFUSED_IDS = ["nan", "-nan", "inf", "2*MAX_TTL", "1e15", "1e300", "10**400"]

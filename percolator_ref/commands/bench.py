@@ -45,7 +45,7 @@ def register(subparsers) -> None:
 
 def run_clients(args) -> int:
     """``--clients N``: Figure 8 with N client processes on a Redis store."""
-    from .. import bench_clients
+    from ..bench import clients as bench_clients
     from ..stores import backend_url, is_redis
     from ..errors import StoreUnavailable
     try:

@@ -7,9 +7,9 @@ reference's ``get`` and ``scan`` call it (``cleanup.backoff_and_maybe_cleanup_lo
 or call it directly.
 
 While grading, the reference cleanup is hidden: the function itself and the
-steps it is made of (``cleanup_lock``, ``resolve_primary``, ``roll_forward``,
-``roll_back``), so the student resolves the lock with the row-level helpers of
-:mod:`percolator_ref.rows`. The worlds are written cell by cell
+steps it is made of (``cleanup_lock``, ``resolve_primary`` and the
+:class:`~percolator_ref.cleanup.Cleanup` methods ``roll_forward``, ``roll_back``), so
+the student resolves the lock with the row-level helpers of :mod:`percolator_ref.rows`. The worlds are written cell by cell
 (:mod:`.protocol_world`); the readers are reference transactions (Get is not
 hidden here).
 """
@@ -32,8 +32,9 @@ exercise = Exercise(
     4, "lock cleanup: roll forward, roll back, only for dead clients",
     answer="backoff_and_maybe_cleanup_lock", graded={"backoff_and_maybe_cleanup_lock": ()},
     hidden=tuple(f"percolator_ref.cleanup:{name}" for name in (
-        "backoff_and_maybe_cleanup_lock", "cleanup_lock", "resolve_primary", "roll_forward",
-        "roll_back")))
+        "backoff_and_maybe_cleanup_lock", "cleanup_lock", "resolve_primary",
+        "Cleanup.backoff_and_maybe_cleanup_lock", "Cleanup.cleanup_lock",
+        "Cleanup.resolve_primary", "Cleanup.roll_forward", "Cleanup.roll_back")))
 
 BALANCES = ("b0", "j0", "b1", "j1", "j2")
 BOB, JOE = Cell(TABLE, "Bob", "bal"), Cell(TABLE, "Joe", "bal")

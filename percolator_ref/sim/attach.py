@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..lockservice import LockService
+from ..services.lockservice import LockService
 
 
 def attach_interceptor(cluster, interceptor) -> Callable[[], None]:

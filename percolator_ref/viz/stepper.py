@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..clock import ManualClock
+from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate
 from .tables import CellTable

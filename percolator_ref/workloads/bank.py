@@ -238,7 +238,7 @@ def _settle(cluster) -> None:
 def _check_write_column(where: str, versions: list, data: list) -> list:
     found, data_ts = [], {ts for ts, _ in data}
     records = sorted((commit_ts, w) for commit_ts, w in versions
-                     if isinstance(w, Write))
+                     if isinstance(w, Write) and w.kind is not WriteKind.ROLLBACK)
     for commit_ts, w in records:
         if commit_ts <= w.start_ts:
             found.append(f"{where}: write record at {commit_ts} for start {w.start_ts} is not after it")
@@ -256,7 +256,8 @@ def _check_outcomes(cluster, dump: dict, settle: bool) -> list:
     for record in cluster.history.records:
         for cell, _, _ in record.writes:
             columns = dump.get(cell.table, {}).get(cell.row, {})
-            records = {c: w.start_ts for c, w in columns.get(write_col(cell.column), [])}
+            records = {c: w.start_ts for c, w in columns.get(write_col(cell.column), [])
+                       if w.kind is not WriteKind.ROLLBACK}
             pointing = [c for c, s in records.items() if s == record.start_ts]
             if record.committed and settle and records.get(record.commit_ts) != record.start_ts:
                 found.append(f"{record.client} committed at {record.commit_ts} but {cell} "

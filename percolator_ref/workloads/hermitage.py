@@ -14,8 +14,8 @@ what was observed, whether the recorded history passed the checker, the
 schedule as it ran (a list of :class:`Move`, each with what it read or how the
 commit ended) and a one-line reason filled in with the run's timestamps;
 :func:`run_all` runs the whole set and returns a :class:`HermitageTable`.
-:func:`percolator_ref.frames.hermitage_frame` and
-:func:`percolator_ref.frames.schedule_frame` tabulate them with pandas.
+:func:`percolator_ref.viz.frames.hermitage_frame` and
+:func:`percolator_ref.viz.frames.schedule_frame` tabulate them with pandas.
 
 >>> r = p4()
 >>> (r.name, r.expected, r.observed, r.ok)
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable, Optional
 
-from ..clock import ManualClock
+from ..services.clock import ManualClock
 from ..cluster import Cluster
 from ..errors import ClientCrash
 

@@ -61,10 +61,10 @@ import threading
 import time
 from typing import Callable, Optional
 
-from .stores import is_redis, url_with
-from .clock import ManualClock
-from .interceptors import Latency
-from .step import CHECK_AND_WRITE_STEPS, Step
+from ..stores import is_redis, url_with
+from ..services.clock import ManualClock
+from ..interceptors import Latency
+from ..step import CHECK_AND_WRITE_STEPS, Step
 
 PAPER_FIGURE_8 = {
     "bigtable_reads_per_s": 15513, "percolator_reads_per_s": 14590, "read_relative": 0.94,
@@ -98,8 +98,8 @@ class Figure8Store:
     """
 
     def __init__(self, n_rows: int = 1000, backend=None, client: Optional[str] = None):
-        from .cluster import Cluster
-        from .model import check_name
+        from ..cluster import Cluster
+        from ..model import check_name
         _check_positive_int(n_rows, "n_rows")
         if client is not None:
             check_name(client, "client")
@@ -300,7 +300,7 @@ def run_oracle_rates(ops: int = 20000, rounds: int = 5, batch: int = 1000,
     the rounds; each ratio to the counter is the median of the rounds' ratios.
     """
     from tqdm.auto import tqdm
-    from .oracle import TimestampOracle
+    from ..services.oracle import TimestampOracle
     for value, name in ((ops, "ops"), (rounds, "rounds"), (batch, "batch")):
         _check_positive_int(value, name)
     counter, oracle, calls = LockedCounter(), TimestampOracle(), max(ops // batch, 1)
