@@ -7,8 +7,13 @@ import pytest
 from percolator_ref import Cluster, ManualClock
 from percolator_ref.checker import TxnRecord, check_history
 from percolator_ref.model import Cell
-from percolator_ref.spanner.timestamps import TrueTimeTimestamps
-from percolator_ref.spanner.truetime import EPSILON_US, TTInterval, TrueTime, true_us
+from percolator_ref.services.truetime import EPSILON_US, TTInterval, TrueTime, true_us
+from percolator_ref.variants.truetime import (SpannerTimestamps, TrueTimeTimestamps,
+                                              TrueTimeTransaction, on_node, truetime_source)
+from percolator_ref.workloads import hermitage
+from percolator_ref.workloads.bank import COLUMN, check_invariants, run_bank, transfer
+
+from helpers import all_locks, fresh_view
 
 X = Cell("default", "x", "c")
 
@@ -170,3 +175,158 @@ def test_the_oracle_keeps_the_external_order():
     report = cluster.check_history()
     assert report.ok and report.reads == 5
     assert all(r.began_at is not None for r in cluster.history.records)
+
+
+# -- the variant: attached through the extension point -----------------------------------
+
+def spanner(**kwargs):
+    """A two-machine TrueTime: A's clock ε ahead of true time, B's ε behind."""
+    kwargs.setdefault("offsets", {"A": EPSILON_US, "B": -EPSILON_US})
+    return SpannerTimestamps(nodes=["A", "B"], **kwargs)
+
+
+def test_the_variant_supplies_the_timestamp_source_and_the_commit_timestamp_step():
+    clock = ManualClock(1.0)
+    cluster = Cluster(clock=clock, variants=[spanner()])
+    source = truetime_source(cluster)
+    assert cluster.oracle is source and isinstance(source, TrueTimeTimestamps)
+    assert "commit_timestamp" in vars(TrueTimeTransaction)
+    assert set(vars(TrueTimeTransaction)) - set(vars(object)) - {"__module__", "__doc__",
+                                                                 "__dict__", "__weakref__"} \
+        == {"commit_timestamp"}
+    with on_node("A"):
+        t = cluster.begin()
+        assert t.start_ts >= 1_000_000 + 2 * EPSILON_US          # A's latest
+        t.set("x", "c", 1)
+        assert t.commit()
+    assert source.node_of(t.start_ts) == source.node_of(t.commit_ts) == "A"
+    assert t.commit_ts > t.start_ts and true_us(clock) > t.commit_ts       # commit wait
+    [waited] = source.waits.commit                  # 2ε on a still clock (+ the node's residue)
+    assert 2 * EPSILON_US < waited <= 2 * EPSILON_US + 2
+
+
+def test_a_cluster_without_the_variant_has_no_truetime_source():
+    with pytest.raises(ValueError, match="SpannerTimestamps"):
+        truetime_source(Cluster(clock=ManualClock()))
+
+
+def test_bad_variant_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="epsilon_us"):
+        SpannerTimestamps(epsilon_us=-1)
+    with pytest.raises(TypeError, match="read_at_safe_time"):
+        SpannerTimestamps(read_at_safe_time="yes")
+    with pytest.raises(ValueError, match="node"):
+        cluster = Cluster(clock=ManualClock(), variants=[spanner()])
+        with on_node("C"):
+            cluster.begin()
+
+
+def writer_then_reader(commit_wait: bool):
+    """W writes x on fast machine A and is acknowledged; 1 ms later R reads x on slow B."""
+    clock = ManualClock(1.0)
+    cluster = Cluster(clock=clock, variants=[spanner(commit_wait=commit_wait)])
+    with on_node("A"):
+        w = cluster.begin()
+        w.set("x", "c", "new")
+        assert w.commit()
+    clock.advance(0.001)
+    with on_node("B"):
+        r = cluster.begin()
+        value = r.get("x", "c")
+        assert r.commit()
+    return cluster, w, r, value
+
+
+def test_without_commit_wait_a_later_reader_misses_the_write_and_the_checker_says_so():
+    cluster, w, r, value = writer_then_reader(commit_wait=False)
+    assert value is None and r.start_ts < w.commit_ts
+    report = cluster.check_history()
+    assert report.names() == ["external order"]      # snapshot isolation itself holds
+
+
+def test_with_commit_wait_the_later_reader_sees_the_write():
+    cluster, w, r, value = writer_then_reader(commit_wait=True)
+    assert value == "new" and r.start_ts > w.commit_ts
+    assert cluster.check_history().ok
+
+
+def reader_across_a_writer(read_at_safe_time: bool):
+    """R (fast A) reads x; W (slow B) writes x and y and commits; R then reads y."""
+    clock = ManualClock(1.0)
+    cluster = Cluster(clock=clock, variants=[spanner(read_at_safe_time=read_at_safe_time)])
+    with on_node("A"):
+        setup = cluster.begin()
+        setup.set("x", "c", "old")
+        setup.set("y", "c", "old")
+        assert setup.commit()
+        r = cluster.begin()
+        x = r.get("x", "c")
+    with on_node("B"):
+        w = cluster.begin()
+        w.set("x", "c", "new")
+        w.set("y", "c", "new")
+        assert w.commit()
+    with on_node("A"):
+        y = r.get("y", "c")
+        assert r.commit()
+    return cluster, (x, y)
+
+
+def test_without_reads_at_a_safe_time_snapshot_isolation_breaks():
+    cluster, seen = reader_across_a_writer(read_at_safe_time=False)
+    assert seen == ("old", "new")                    # half of W: a fractured read
+    assert cluster.check_history().names() == ["stale read"]
+
+
+def test_with_reads_at_a_safe_time_the_snapshot_is_whole():
+    cluster, seen = reader_across_a_writer(read_at_safe_time=True)
+    assert seen == ("old", "old")
+    assert cluster.check_history().ok
+
+
+# -- TrueTime keeps the paper's guarantees -------------------------------------------------
+
+@pytest.mark.parametrize("scenario", hermitage.SCENARIOS, ids=lambda s: s.__name__)
+def test_truetime_passes_the_hermitage_scenarios(make_cluster, scenario):
+    cluster = make_cluster(variants=[SpannerTimestamps(seed=1)])
+    result = scenario(cluster)
+    assert result.observed == result.expected and result.history_ok and result.ok
+    assert cluster.check_history().ok
+
+
+@pytest.mark.parametrize("backend", ["memory"], indirect=True)
+@pytest.mark.parametrize("seed", [3, 7])
+def test_truetime_passes_the_bank_with_crashes(make_cluster, seed):
+    cluster = make_cluster(lock_ttl=1.0, variants=[SpannerTimestamps(seed=seed)])
+    result = run_bank(cluster, threads=3, transfers=60, crash_rate=0.3, seed=seed)
+    assert result.ok, result
+    assert result.history.ok and result.violations == []
+    source = truetime_source(cluster)
+    assert len(source.waits.commit) > 0 and min(source.waits.commit) > 0
+
+
+TRANSFER_STEPS = 4          # prewrite primary, prewrite secondary, commit primary, commit secondary
+
+
+@pytest.mark.parametrize("crash_after", range(1, TRANSFER_STEPS + 1))
+def test_truetime_crash_after_every_step_of_a_two_cell_transfer(make_cluster, crash_after):
+    cluster = make_cluster(lock_ttl=1.0, variants=[SpannerTimestamps(seed=2)])
+    t = cluster.begin()
+    t.set("Bob", COLUMN, 10)
+    t.set("Joe", COLUMN, 2)
+    assert t.commit()
+    with cluster.tracer.record() as events:
+        assert transfer(cluster, "Bob", "Joe", 7, crash_after=crash_after,
+                        table="default") == "crashed"
+    steps = [e.step for e in events if e.step not in ("get",)]
+    assert steps == ["prewrite-primary", "prewrite-secondary", "commit-primary",
+                     "commit-secondary"][:crash_after]
+    cluster.clock.advance(2.0)
+    committed = crash_after >= 3                # the commit point is the 3rd row transaction
+    expected = {("Bob", COLUMN): 3, ("Joe", COLUMN): 9} if committed else \
+        {("Bob", COLUMN): 10, ("Joe", COLUMN): 2}
+    assert fresh_view(cluster) == expected
+    assert fresh_view(cluster) == expected      # the cleanup is final
+    assert all_locks(cluster) == []
+    assert cluster.check_history().ok
+    assert check_invariants(cluster) == []
