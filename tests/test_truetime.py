@@ -12,6 +12,8 @@ from percolator_ref.variants.truetime import (SpannerTimestamps, TrueTimeTimesta
                                               TrueTimeTransaction, on_node, truetime_source)
 from percolator_ref.workloads import hermitage
 from percolator_ref.workloads.bank import COLUMN, check_invariants, run_bank, transfer
+from percolator_ref.workloads.external_order import (read_across_a_commit, transfer_latencies,
+                                                     truetime_cluster, write_then_read)
 
 from helpers import all_locks, fresh_view
 
@@ -179,6 +181,9 @@ def test_the_oracle_keeps_the_external_order():
 
 # -- the variant: attached through the extension point -----------------------------------
 
+FAST_A_SLOW_B = {"A": EPSILON_US, "B": -EPSILON_US}
+
+
 def spanner(**kwargs):
     """A two-machine TrueTime: A's clock ε ahead of true time, B's ε behind."""
     kwargs.setdefault("offsets", {"A": EPSILON_US, "B": -EPSILON_US})
@@ -221,67 +226,48 @@ def test_bad_variant_arguments_are_refused_by_name():
             cluster.begin()
 
 
-def writer_then_reader(commit_wait: bool):
-    """W writes x on fast machine A and is acknowledged; 1 ms later R reads x on slow B."""
-    clock = ManualClock(1.0)
-    cluster = Cluster(clock=clock, variants=[spanner(commit_wait=commit_wait)])
-    with on_node("A"):
-        w = cluster.begin()
-        w.set("x", "c", "new")
-        assert w.commit()
-    clock.advance(0.001)
-    with on_node("B"):
-        r = cluster.begin()
-        value = r.get("x", "c")
-        assert r.commit()
-    return cluster, w, r, value
-
-
 def test_without_commit_wait_a_later_reader_misses_the_write_and_the_checker_says_so():
-    cluster, w, r, value = writer_then_reader(commit_wait=False)
-    assert value is None and r.start_ts < w.commit_ts
-    report = cluster.check_history()
-    assert report.names() == ["external order"]      # snapshot isolation itself holds
+    seen = write_then_read(truetime_cluster(offsets=FAST_A_SLOW_B, commit_wait=False))
+    assert seen.value is None and seen.missed and seen.reader_start_ts < seen.writer_commit_ts
+    assert seen.reader_began_at > seen.acknowledged_at
+    assert seen.report.names() == ["external order"]      # snapshot isolation itself holds
 
 
 def test_with_commit_wait_the_later_reader_sees_the_write():
-    cluster, w, r, value = writer_then_reader(commit_wait=True)
-    assert value == "new" and r.start_ts > w.commit_ts
-    assert cluster.check_history().ok
+    seen = write_then_read(truetime_cluster(offsets=FAST_A_SLOW_B, commit_wait=True))
+    assert seen.value == "new" and seen.reader_start_ts > seen.writer_commit_ts
+    assert seen.report.ok
 
 
-def reader_across_a_writer(read_at_safe_time: bool):
-    """R (fast A) reads x; W (slow B) writes x and y and commits; R then reads y."""
-    clock = ManualClock(1.0)
-    cluster = Cluster(clock=clock, variants=[spanner(read_at_safe_time=read_at_safe_time)])
-    with on_node("A"):
-        setup = cluster.begin()
-        setup.set("x", "c", "old")
-        setup.set("y", "c", "old")
-        assert setup.commit()
-        r = cluster.begin()
-        x = r.get("x", "c")
-    with on_node("B"):
-        w = cluster.begin()
-        w.set("x", "c", "new")
-        w.set("y", "c", "new")
-        assert w.commit()
-    with on_node("A"):
-        y = r.get("y", "c")
-        assert r.commit()
-    return cluster, (x, y)
+def test_the_oracle_keeps_the_same_transactions_in_order():
+    seen = write_then_read(Cluster(clock=ManualClock(1.0)))
+    assert seen.value == "new" and seen.report.ok
+
+
+def test_transfer_latencies_pay_two_epsilon_per_wait():
+    rows = {r["timestamps"]: r for r in transfer_latencies(7_000, 1e-5, transfers=5)}
+    oracle = rows["oracle (one round trip)"]
+    both = rows["TrueTime, commit wait + safe-time reads"]
+    only = rows["TrueTime, commit wait"]
+    assert oracle["commit_wait_ms"] == oracle["start_wait_ms"] == 0
+    assert 14.0 < only["commit_wait_ms"] <= 14.01 and only["start_wait_ms"] == 0
+    assert 14.0 < both["start_wait_ms"] <= 14.01 and 14.0 < both["commit_wait_ms"] <= 14.01
+    # eight round trips with the oracle (2 gets, 2 prewrites, 2 commits, 2 timestamps)
+    assert oracle["latency_ms"] == pytest.approx(0.08, abs=1e-3)
+    assert both["latency_ms"] == pytest.approx(0.06 + 28, abs=0.02)
 
 
 def test_without_reads_at_a_safe_time_snapshot_isolation_breaks():
-    cluster, seen = reader_across_a_writer(read_at_safe_time=False)
+    cluster = truetime_cluster(offsets=FAST_A_SLOW_B, read_at_safe_time=False)
+    seen, report = read_across_a_commit(cluster)     # R on fast A, W on slow B
     assert seen == ("old", "new")                    # half of W: a fractured read
-    assert cluster.check_history().names() == ["stale read"]
+    assert report.names() == ["stale read"]
 
 
 def test_with_reads_at_a_safe_time_the_snapshot_is_whole():
-    cluster, seen = reader_across_a_writer(read_at_safe_time=True)
-    assert seen == ("old", "old")
-    assert cluster.check_history().ok
+    cluster = truetime_cluster(offsets=FAST_A_SLOW_B, read_at_safe_time=True)
+    seen, report = read_across_a_commit(cluster)
+    assert seen == ("old", "old") and report.ok
 
 
 # -- TrueTime keeps the paper's guarantees -------------------------------------------------
