@@ -316,3 +316,10 @@ def test_truetime_crash_after_every_step_of_a_two_cell_transfer(make_cluster, cr
     assert all_locks(cluster) == []
     assert cluster.check_history().ok
     assert check_invariants(cluster) == []
+
+
+def test_the_truetime_module_examples_run():
+    import doctest
+
+    from percolator_ref.services import truetime
+    assert doctest.testmod(truetime).failed == 0
