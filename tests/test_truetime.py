@@ -323,3 +323,14 @@ def test_the_truetime_module_examples_run():
 
     from percolator_ref.services import truetime
     assert doctest.testmod(truetime).failed == 0
+
+
+def test_the_oracle_keeps_the_external_order_under_threads_on_the_wall_clock():
+    cluster = Cluster()                               # WallClock: real threads, real time
+    result = run_bank(cluster, threads=3, transfers=60, crash_rate=0.0, seed=5)
+    assert result.ok and result.history.ok            # the external-order check included
+    records = [r for r in cluster.history.records if r.began_at is not None]
+    acknowledged = [r for r in records if r.ended_at is not None and r.writes]
+    ordered = sum(1 for w in acknowledged for r in records if r.began_at > w.ended_at
+                  and {c for c, _, _ in r.reads} & {c for c, _, _ in w.writes})
+    assert ordered > 0                  # the check had real-time-ordered pairs to check
