@@ -8,14 +8,12 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from .checker import CheckReport, History, check_history
+from .checking.checker import CheckReport, History, check_history
 from .cleanup import Cleanup
 from .services.clock import WallClock
-from .services.lockservice import LockService
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
-from .services.oracle import TimestampOracle
-from .stores import open_backend
+from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
 from .variants import check_variants, compose, timestamp_source
@@ -48,7 +46,7 @@ class Cluster:
     oracle and the liveness tokens on the server too, so processes cooperate.
     ``oracle_state_path``: persist the oracle's high-water mark there (in
     memory only: refused with a Redis store, whose oracle lives on the
-    server). ``record_history``: keep :class:`~percolator_ref.checker.History`
+    server). ``record_history``: keep :class:`~percolator_ref.checking.checker.History`
     records for the checker (turn off for long benchmarks). ``seed``:
     randomness for observers' scanners. ``variants``: protocol variants
     (:mod:`percolator_ref.variants`) that change named steps of the paper's
@@ -66,16 +64,9 @@ class Cluster:
         self.Cleanup = compose(Cleanup, self.variants, "Cleanup")
         self.clock = clock if clock is not None else WallClock()
         self.tracer = Tracer()
-        self.bigtable = open_backend(backend, self.tracer)
-        if getattr(self.bigtable, "make_oracle", None) is not None:
-            if oracle_state_path is not None:
-                raise ValueError("oracle_state_path is for the in-memory store: with a Redis "
-                                 "backend the oracle's state lives on the server")
-            self.oracle = self.bigtable.make_oracle(first_timestamp)
-            self.lockservice = self.bigtable.make_lockservice(self.clock, lock_ttl)
-        else:
-            self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
-            self.lockservice = LockService(self.clock, lock_ttl)
+        self.bigtable, self.oracle, self.lockservice = open_backend(
+            backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
+            first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
         self.oracle = timestamp_source(self.variants, self, self.oracle)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()

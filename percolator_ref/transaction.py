@@ -30,8 +30,9 @@ from typing import Any, NamedTuple, Optional
 from . import cleanup, faults, rows
 from .bigtable import Condition
 from .errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
-from .interceptors import attached
-from .model import (DEFAULT_TABLE, Cell, Lock, Write, WriteKind, check_cell, check_name,
+from .interceptors import attach
+from .model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, TxStatus, Write, WriteKind,
+                    check_cell, check_name,
                     check_value, data_col, lock_col, notify_col, split_column, write_col)
 from .session import Session
 from .step import CRASH_POINTS, Step
@@ -89,8 +90,8 @@ class Transaction:
         self.session = Session(cluster, self.client, owns_token=client is None)
         self.writes: dict[Cell, Mutation] = {}      # insertion order: primary first
         self.notifies: dict[Cell, None] = {}
-        self.status = "open"            # open/committed/aborted/crashed/unknown
-        self.phase = "prewrite"         # prewrite/commit-point/secondaries: for a failed store
+        self.status = TxStatus.OPEN
+        self.phase = CommitPhase.PREWRITE   # what a store failure means
         self.record = (cluster.history.begin(self, began_at) if cluster.history is not None
                        else None)
 
@@ -210,14 +211,14 @@ class Transaction:
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
         try:
-            with attached(self.session, *([plan] if plan else [])):
+            with attach(self.session, *([plan] if plan else [])):
                 ok = self.two_phase_commit()
         except ClientCrash:
-            self.close("crashed")
+            self.close(TxStatus.CRASHED)
             raise
         except StoreUnavailable as failure:
             ok = self.after_store_failure(failure)
-        self.close("committed" if ok else "aborted")
+        self.close(TxStatus.COMMITTED if ok else TxStatus.ABORTED)
         return ok
 
     def two_phase_commit(self) -> bool:
@@ -232,12 +233,12 @@ class Transaction:
                 return False
         self.commit_ts = self.commit_timestamp()
         self.write_notifications(mutations[1:])
-        self.phase = "commit-point"
+        self.phase = CommitPhase.COMMIT_POINT
         if mutations and not self.commit_primary(mutations[0]):
             self.commit_ts = None
             self.roll_back_own(mutations[1:])
             return False
-        self.phase = "secondaries"
+        self.phase = CommitPhase.SECONDARIES
         for m in mutations[1:]:
             self.commit_secondary(m)
         return True
@@ -340,13 +341,13 @@ class Transaction:
     def after_store_failure(self, failure: StoreUnavailable) -> bool:
         """The store failed mid-commit: aborted before the commit point, committed after it,
         unknown during it (raises :class:`CommitOutcomeUnknown`)."""
-        if self.phase == "secondaries":
+        if self.phase is CommitPhase.SECONDARIES:
             return True                   # past the commit point: readers roll forward
-        if self.phase == "prewrite":
+        if self.phase is CommitPhase.PREWRITE:
             self.commit_ts = None
             self.try_roll_back_own()      # best effort: else readers roll our locks back
             return False
-        self.close("unknown")
+        self.close(TxStatus.UNKNOWN)
         raise CommitOutcomeUnknown(
             f"transaction {self.client} (start_ts {self.start_ts}): the store failed while "
             f"writing the commit point ({failure}); whether it committed is decided by its "
@@ -367,10 +368,10 @@ class Transaction:
         (``commit_ts`` is set to it); a primary lock still there is rolled back
         (the commit point can no longer be reached), so the answer is final.
         """
-        if self.status == "open":
+        if self.status is TxStatus.OPEN:
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")
-        if self.status in ("committed", "aborted") or not self.writes:
-            return self.status == "committed"
+        if self.status in (TxStatus.COMMITTED, TxStatus.ABORTED) or not self.writes:
+            return self.status is TxStatus.COMMITTED
         resolver = Session(self.cluster, f"{self.client}/outcome")
         try:
             commit_ts = cleanup.resolve_primary(resolver, next(iter(self.writes)),
@@ -382,8 +383,8 @@ class Transaction:
 
     def abandon(self) -> None:
         """Close an open transaction without writing anything (its buffered writes are dropped)."""
-        if self.status == "open":
-            self.close("aborted")
+        if self.status is TxStatus.OPEN:
+            self.close(TxStatus.ABORTED)
 
     # -- plumbing ----------------------------------------------------------------------
     def record_read(self, cell: Cell, found: SnapshotRead) -> None:
@@ -392,15 +393,15 @@ class Transaction:
 
     def check_open(self) -> None:
         """Raise :class:`TransactionClosed` unless the transaction is still open."""
-        if self.status != "open":
+        if self.status is not TxStatus.OPEN:
             raise TransactionClosed(f"transaction {self.client} is {self.status}; "
                                     f"begin a new one")
 
-    def close(self, status: str) -> None:
-        self.status = status
+    def close(self, status: TxStatus) -> None:
+        self.status = TxStatus(status)
         if self.record is not None:
             self.cluster.history.finish(self)
-        if status != "crashed":
+        if self.status is not TxStatus.CRASHED:
             try:
                 self.session.release()
             except StoreUnavailable:

@@ -2,7 +2,7 @@
 import pytest
 
 from percolator_ref import ClientCrash
-from percolator_ref.checker import TxnRecord, check_history
+from percolator_ref.checking.checker import TxnRecord, check_history
 from percolator_ref.model import Cell
 
 X = Cell("default", "x", "c")

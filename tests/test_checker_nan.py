@@ -5,7 +5,7 @@ import math
 import pytest
 
 from percolator_ref import Cluster, ManualClock
-from percolator_ref.checker import TxnRecord, check_history, same_value
+from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.model import Cell
 
 

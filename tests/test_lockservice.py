@@ -2,7 +2,7 @@
 import pytest
 
 from percolator_ref import ClientCrash, LockService, ManualClock
-from percolator_ref.interceptors import Gate
+from percolator_ref.interceptors import Gate, attach
 
 
 def service(ttl=1.0):
@@ -80,13 +80,12 @@ def test_transactions_own_their_tokens(make_cluster):
     assert t.get("x", "c") is None
     assert cluster.lockservice.status(t.client) == "gone"     # no token before it writes
     seen = []
-    cluster.bigtable.interceptors.append(
-        Gate(lambda client, table, row, step: seen.append(cluster.lockservice.status(client))))
-    t.set("x", "c", 1)
-    assert t.commit()
+    with attach(cluster.bigtable, Gate(
+            lambda client, table, row, step: seen.append(cluster.lockservice.status(client)))):
+        t.set("x", "c", 1)
+        assert t.commit()
     assert seen == ["alive", "alive"]                           # held from its first prewrite
     assert cluster.lockservice.status(t.client) == "gone"     # released at the end
-    cluster.bigtable.interceptors.clear()
     t = cluster.begin()
     t.set("x", "c", 2)
     with pytest.raises(ClientCrash):
@@ -121,7 +120,7 @@ def test_each_writing_row_transaction_of_a_transaction_heartbeats(make_cluster):
         if client == t.client:
             cluster.clock.advance(4.0)      # 4 s pass before each of its row transactions
             ages.append(cluster.lockservice.is_alive(client))
-    cluster.bigtable.interceptors.append(Gate(slow_network))
+    attach(cluster.bigtable, Gate(slow_network))
     assert t.commit()                       # 4 steps, 16 s: each refreshed the token
     assert ages == [True, True, True, True]   # registered at the first prewrite, then heartbeats
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from percolator_ref import Cluster, ManualClock
-from percolator_ref.checker import TxnRecord, check_history
+from percolator_ref.checking.checker import TxnRecord, check_history
 from percolator_ref.model import Cell
 from percolator_ref.services.truetime import EPSILON_US, TTInterval, TrueTime, true_us
 from percolator_ref.variants.truetime import (SpannerTimestamps, TrueTimeTimestamps,

@@ -15,7 +15,7 @@ import pytest
 
 from percolator_ref import ClientCrash, Cluster, ManualClock
 from percolator_ref.cleanup import Cleanup
-from percolator_ref.interceptors import attached
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Write, WriteKind
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
@@ -152,7 +152,7 @@ def late_prewrite_run(cluster):
     t.set("a", "v", "new")                      # the primary
     t.set("b", "v", "new")
     late = LatePrewriteOfThePrimary(cluster, t)
-    with attached(t.session, late):
+    with attach(t.session, late):
         try:
             committed = t.commit(crash_after="commit-primary")   # T dies after its commit point
         except ClientCrash:

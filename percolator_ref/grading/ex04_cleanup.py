@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from percolator_ref import Transaction, cleanup
 from percolator_ref.errors import ClientCrash
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.session import Session
 from percolator_ref.step import Step
@@ -227,7 +228,7 @@ def _race(fn, p, ctx):
     seen = {}
     hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY,
                 lambda rt: seen.update(_half_cleanup(fn, w)), at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     commit = outcome(t.commit)
     return dict(seen, commit=commit, cells=w.cells())
 
@@ -243,7 +244,7 @@ def _half_cleanup(fn, w) -> dict:
         r.session.crash()
         raise ClientCrash(str(rt.step), 1)
     dies = Once(lambda rt: rt.client == r.client and rt.mutations, die)
-    w.cluster.bigtable.interceptors.append(dies)
+    attach(w.cluster.bigtable, dies)
     with plugged(fn):
         got = outcome(r.get, "Joe", "bal")
     return {"first": first, "r_get": got}

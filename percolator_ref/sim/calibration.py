@@ -140,15 +140,15 @@ def tpce_profile(rounds: int = 300) -> dict:
     from ..services.clock import ManualClock
     from ..cluster import Cluster
     from ..workloads.tpce import Tpce, TpceConfig
-    from .attach import attach_interceptor
+    from ..interceptors import attach
     cluster = Cluster(clock=ManualClock(), record_history=False)
     w = Tpce(cluster, TpceConfig(customers=200, broker_fix=True, aggregation="periodic"))
     watch = Stopwatch()
-    detach = attach_interceptor(cluster, watch)
+    watching = attach(cluster.bigtable, watch)
     cpu0 = time.process_time()
     w.run_rounds(clients=1, rounds=rounds)
     cpu = time.process_time() - cpu0
-    detach()
+    watching.detach()
     inside, outside = _trimmed_sum(watch.inside), _trimmed_sum(watch.outside)
     per_row_transaction = cpu / len(watch.inside)
     return {"row_transactions": len(watch.inside),

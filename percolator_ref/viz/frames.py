@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Optional
 
 import pandas as pd
 
-from ..checker import History, TxnRecord
+from ..checking.checker import History, TxnRecord
 from ..errors import ClientCrash
 from ..model import DEFAULT_TABLE
 from ..step import CRASH_POINTS

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import ClientCrash
-from ..model import Write, WriteKind, data_col, split_column, write_col
+from ..model import TxStatus, Write, WriteKind, data_col, split_column, write_col
 
 TABLE = "bank"
 COLUMN = "balance"
@@ -262,9 +262,9 @@ def _check_outcomes(cluster, dump: dict, settle: bool) -> list:
             if record.committed and settle and records.get(record.commit_ts) != record.start_ts:
                 found.append(f"{record.client} committed at {record.commit_ts} but {cell} "
                              f"shows no write record for it")
-            if record.status == "aborted" and pointing:
+            if record.status == TxStatus.ABORTED and pointing:
                 found.append(f"{record.client} aborted but {cell} has its write record at {pointing}")
-            if record.status == "aborted" and settle and any(
+            if record.status == TxStatus.ABORTED and settle and any(
                     ts == record.start_ts for ts, _ in columns.get(data_col(cell.column), [])):
                 found.append(f"{record.client} aborted but its data @ {record.start_ts} "
                              f"is still in {cell}")

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from statistics import mean
 from typing import Optional
 
-from ..checker import CheckReport
+from ..checking.checker import CheckReport
 from ..cluster import Cluster
-from ..interceptors import attached
+from ..interceptors import attach
 from ..services.clock import ManualClock
 from ..services.truetime import EPSILON_US
 from ..variants import Variant
@@ -144,7 +144,7 @@ def run_transfers(cluster: Cluster, transfers: int, round_trip_s: float, seed: i
     t.set("Bob", "bal", 1_000)
     t.set("Joe", "bal", 1_000)
     assert t.commit()
-    with attached(cluster.bigtable, ClockRoundTrip(cluster.clock, round_trip_s)):
+    with attach(cluster.bigtable, ClockRoundTrip(cluster.clock, round_trip_s)):
         for _ in range(transfers):
             t = cluster.begin()
             bob, joe = t.get("Bob", "bal"), t.get("Joe", "bal")

@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Cell, WriteKind, write_col
+from ..model import Cell, TxStatus, WriteKind, write_col
 
 
 @dataclass
@@ -46,7 +46,7 @@ class TxnRecord:
     client: str
     start_ts: int
     commit_ts: Optional[int] = None
-    status: str = "open"           # open / committed / aborted / crashed
+    status: TxStatus = TxStatus.OPEN
     reads: list = field(default_factory=list)     # [(cell, version, value)]
     writes: list = field(default_factory=list)    # [(cell, kind_name, value)]
     began_at: Optional[float] = None   # cluster clock before start_ts was asked for
@@ -54,7 +54,7 @@ class TxnRecord:
 
     @property
     def committed(self) -> bool:
-        return self.status == "committed"
+        return self.status == TxStatus.COMMITTED
 
 
 class History:
@@ -81,10 +81,10 @@ class History:
     def resolve_crashed(self, bigtable) -> None:
         """Settle each crashed transaction by its primary: committed iff it has a write record."""
         for record in self.records:
-            if record.status not in ("crashed", "unknown"):
+            if record.status not in (TxStatus.CRASHED, TxStatus.UNKNOWN):
                 continue
             record.commit_ts = _primary_commit_ts(bigtable, record)
-            record.status = "committed" if record.commit_ts is not None else "aborted"
+            record.status = TxStatus.COMMITTED if record.commit_ts is not None else TxStatus.ABORTED
 
     def clear(self) -> None:
         with self._lock:
