@@ -334,3 +334,26 @@ def test_the_oracle_keeps_the_external_order_under_threads_on_the_wall_clock():
     ordered = sum(1 for w in acknowledged for r in records if r.began_at > w.ended_at
                   and {c for c, _, _ in r.reads} & {c for c, _, _ in w.writes})
     assert ordered > 0                  # the check had real-time-ordered pairs to check
+
+
+# -- the simulation: no oracle, each machine its own TrueTime -----------------------------
+
+def test_the_simulation_runs_tpce_on_truetime_deterministically():
+    from percolator_ref.sim import Calibration, ScaleSettings, sweep
+    fixed = Calibration(row_transaction_s=1.8e-05, worker_cpu_s=6.3e-06, oracle_request_s=1e-05,
+                        oracle_timestamp_s=1.2e-08, lock_service_s=1.2e-07,
+                        rpc_round_trip_s=1.2e-05, source="fixed")
+    settings = ScaleSettings(reference_machines=2, seed=0, truetime_epsilon_us=EPSILON_US,
+                             warmup_s=0.1, measure_s=0.05)
+    first = sweep([1, 2], settings, fixed)["points"]
+    assert first == sweep([1, 2], settings, fixed)["points"]      # same seed, same points
+    for point in first:
+        assert point["invariants_ok"] and point["trade_results"] > 0
+        assert point["oracle_utilization"] == 0.0                  # no oracle at all
+        assert point["latency_ms_p50"] >= 2 * EPSILON_US / 1000    # every transaction waits 2ε+
+
+
+def test_scale_refuses_a_negative_truetime_epsilon(capsys):
+    from percolator_ref.commands import main
+    assert main(["scale", "--truetime", "-1", "--calibration", "x.json"]) == 2
+    assert "--truetime" in capsys.readouterr().err

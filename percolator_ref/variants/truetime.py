@@ -80,7 +80,7 @@ class TrueTimeTimestamps:
     """A timestamp source over a :class:`~percolator_ref.services.truetime.TrueTime`.
 
     ``get_timestamp()`` is a start timestamp on the current node (``on_node``,
-    else the next node in turn); ``commit_timestamp(node)`` a commit timestamp.
+    else what ``placement()`` names, else the next node in turn); ``commit_timestamp(node)`` a commit timestamp.
     ``commit_wait`` (default True): a commit timestamp is returned only once
     ``TT.after`` it. ``read_at_safe_time`` (default True): a start timestamp
     likewise. Turning either off shows what it is for (notebook 10).
@@ -89,7 +89,9 @@ class TrueTimeTimestamps:
     """
 
     def __init__(self, truetime: TrueTime, *, commit_wait: bool = True,
-                 read_at_safe_time: bool = True):
+                 read_at_safe_time: bool = True, placement=None):
+        if placement is not None and not callable(placement):
+            raise TypeError(f"placement must be None or a function, got {placement!r}")
         if not isinstance(truetime, TrueTime):
             raise TypeError(f"truetime must be a TrueTime, got {truetime!r}")
         for name, value in (("commit_wait", commit_wait), ("read_at_safe_time", read_at_safe_time)):
@@ -101,6 +103,7 @@ class TrueTimeTimestamps:
         self.waits = Waits()
         self.calls = 0
         self.turn = 0                     # the next node in turn for a begin outside on_node
+        self.placement = placement        # () -> the caller's node, or None
         self.lock = threading.Lock()
 
     def __repr__(self):
@@ -145,8 +148,11 @@ class TrueTimeTimestamps:
 
     # -- the timestamp-source interface (the cluster's oracle) ------------------------
     def current_node(self) -> str:
-        """The node a transaction begun now runs on: ``on_node``'s, else the next in turn."""
+        """The node a transaction begun now runs on: ``on_node``'s, else ``placement()``'s,
+        else the next in turn."""
         node = CURRENT_NODE.get()
+        if node is None and self.placement is not None:
+            node = self.placement()
         if node is not None:
             return self.truetime.check_node(node)
         with self.lock:
@@ -193,17 +199,21 @@ class SpannerTimestamps(Variant):
     ``epsilon_us`` (default 7 ms), ``nodes``, ``offsets`` and ``seed`` make the
     :class:`~percolator_ref.services.truetime.TrueTime` on the cluster's clock
     (checked here, the offsets drawn once); ``commit_wait`` and
-    ``read_at_safe_time`` as in :class:`TrueTimeTimestamps`. The store's oracle
-    is not used. ``truetime_source(cluster)`` is the cluster's source.
+    ``read_at_safe_time`` and ``placement`` as in :class:`TrueTimeTimestamps`
+    (the simulator places each client on its machine). The store's oracle is
+    not used. ``truetime_source(cluster)`` is the cluster's source.
     """
 
     name = "truetime"
     Transaction = TrueTimeTransaction
 
     def __init__(self, epsilon_us: int = EPSILON_US, nodes=3, offsets: Optional[dict] = None,
-                 seed: int = 0, *, commit_wait: bool = True, read_at_safe_time: bool = True):
+                 seed: int = 0, *, commit_wait: bool = True, read_at_safe_time: bool = True,
+                 placement=None):
         checked = TrueTime(ManualClock(), epsilon_us, nodes, offsets, seed)
-        TrueTimeTimestamps(checked, commit_wait=commit_wait, read_at_safe_time=read_at_safe_time)
+        TrueTimeTimestamps(checked, commit_wait=commit_wait, read_at_safe_time=read_at_safe_time,
+                           placement=placement)
+        self.placement = placement
         self.epsilon_us, self.nodes, self.offsets = epsilon_us, checked.nodes, checked.offsets
         self.commit_wait, self.read_at_safe_time = commit_wait, read_at_safe_time
 
@@ -215,6 +225,7 @@ class SpannerTimestamps(Variant):
         """The cluster's timestamp source: TrueTime on the cluster's clock (``oracle`` unused)."""
         truetime = TrueTime(cluster.clock, self.epsilon_us, self.nodes, self.offsets)
         source = TrueTimeTimestamps(truetime, commit_wait=self.commit_wait,
-                                    read_at_safe_time=self.read_at_safe_time)
+                                    read_at_safe_time=self.read_at_safe_time,
+                                    placement=self.placement)
         SOURCES[cluster] = source
         return source
