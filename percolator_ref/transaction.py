@@ -21,6 +21,10 @@ notifications are written before the commit point, so a crash after it
 cannot lose them (an aborted commit may cause one extra observer run).
 Every ``commit()`` ends in a final state (API.md): committed, aborted, crashed
 (fault injection) or unknown (:class:`CommitOutcomeUnknown`).
+
+This is the paper's protocol and nothing else: a protocol variant (TiKV's,
+Spanner's) overrides named steps of it from outside, per cluster
+(:mod:`percolator_ref.variants`); no step here asks which variant runs.
 """
 from __future__ import annotations
 
@@ -91,7 +95,8 @@ class Transaction:
         self.writes: dict[Cell, Mutation] = {}      # insertion order: primary first
         self.notifies: dict[Cell, None] = {}
         self.status = TxStatus.OPEN
-        self.phase = CommitPhase.PREWRITE   # what a store failure means
+        self.phase = CommitPhase.PREWRITE   # what a store failure means (compare with ==:
+                                            # a subclass may set the phase's string)
         self.record = (cluster.history.begin(self, began_at) if cluster.history is not None
                        else None)
 
@@ -341,9 +346,9 @@ class Transaction:
     def after_store_failure(self, failure: StoreUnavailable) -> bool:
         """The store failed mid-commit: aborted before the commit point, committed after it,
         unknown during it (raises :class:`CommitOutcomeUnknown`)."""
-        if self.phase is CommitPhase.SECONDARIES:
+        if self.phase == CommitPhase.SECONDARIES:
             return True                   # past the commit point: readers roll forward
-        if self.phase is CommitPhase.PREWRITE:
+        if self.phase == CommitPhase.PREWRITE:
             self.commit_ts = None
             self.try_roll_back_own()      # best effort: else readers roll our locks back
             return False
@@ -368,10 +373,10 @@ class Transaction:
         (``commit_ts`` is set to it); a primary lock still there is rolled back
         (the commit point can no longer be reached), so the answer is final.
         """
-        if self.status is TxStatus.OPEN:
+        if self.status == TxStatus.OPEN:
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")
         if self.status in (TxStatus.COMMITTED, TxStatus.ABORTED) or not self.writes:
-            return self.status is TxStatus.COMMITTED
+            return self.status == TxStatus.COMMITTED
         resolver = Session(self.cluster, f"{self.client}/outcome")
         try:
             commit_ts = cleanup.resolve_primary(resolver, next(iter(self.writes)),
@@ -383,7 +388,7 @@ class Transaction:
 
     def abandon(self) -> None:
         """Close an open transaction without writing anything (its buffered writes are dropped)."""
-        if self.status is TxStatus.OPEN:
+        if self.status == TxStatus.OPEN:
             self.close(TxStatus.ABORTED)
 
     # -- plumbing ----------------------------------------------------------------------
@@ -393,7 +398,7 @@ class Transaction:
 
     def check_open(self) -> None:
         """Raise :class:`TransactionClosed` unless the transaction is still open."""
-        if self.status is not TxStatus.OPEN:
+        if self.status != TxStatus.OPEN:
             raise TransactionClosed(f"transaction {self.client} is {self.status}; "
                                     f"begin a new one")
 
@@ -401,7 +406,7 @@ class Transaction:
         self.status = TxStatus(status)
         if self.record is not None:
             self.cluster.history.finish(self)
-        if self.status is not TxStatus.CRASHED:
+        if self.status != TxStatus.CRASHED:
             try:
                 self.session.release()
             except StoreUnavailable:
