@@ -32,17 +32,20 @@ from pathlib import Path
 import nbformat
 
 from . import exercise as exercise_module
+from . import privileges
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
 from .generate import exercise_number
-from .sandbox import BOOT
+from .sandbox import BOOT, DEVICES
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
 EXERCISES = ROOT / "exercises"
 MB = 1 << 20
 MAX_NOTEBOOK_MB = 20
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
+"""Never readable by the child (the private uid cannot read them anyway)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,8 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         return g
     params = spec.params(secrets.randbits(63))
     report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
-    g.sandbox = str(report.get("landlock", "")) if report else ""
+    g.sandbox = "; ".join(str(report.get(k)) for k in ("landlock", "isolation")
+                          if report.get(k)) if report else ""
     if problem:
         return _all_fail(g, spec, [problem], "")
     if report.get("answer_error"):
@@ -208,9 +212,10 @@ def read_policy(spec, exercises_dir, others) -> dict:
         "allow_read": [str(PACKAGE)] + python,
         "deny_read": repos,
         "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
-                     + [os.path.realpath(o) for o in others],
-        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/dev", "/proc"],
-                     "list_dirs": [str(PACKAGE)], "read_files": files},
+                     + [os.path.realpath(o) for o in others] + list(SYSTEM_SECRETS),
+        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/proc"],
+                     "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
+        "expose": python + [str(PACKAGE)],
     }
 
 
@@ -254,9 +259,14 @@ def run_child(job: dict, limits: Limits):
                        scenario_timeout=min(limits.scenario_timeout, limits.timeout),
                        limits=_rlimits(limits))
             job["hard_deny"] = job["hard_deny"] + [str(base / "io")]
+            job["privileges"] = privileges.plan(job["expose"])
+            privileges.prepare_workdir(base, work, job["privileges"])
             (io / "job").write_text(json.dumps(job))
             with open(io / "job", "rb") as stdin:
-                status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
+                try:
+                    status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
+                finally:
+                    privileges.sweep(job["privileges"])
         return _read_report(io, nonce, status, limits)
     finally:
         shutil.rmtree(base, ignore_errors=True)

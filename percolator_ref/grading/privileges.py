@@ -1,0 +1,392 @@
+"""Least privilege for the grading child: its own user, its own mounts, its own PID namespace.
+
+The grader (:mod:`.grader`) calls :func:`plan` and :func:`prepare_workdir`
+before it starts a child, and :func:`sweep` after the child has ended. The
+child (:mod:`.sandbox`) calls :func:`isolate` before any student code runs,
+before its rlimits, Landlock and audit hook. The layers, each independent of
+the others:
+
+- **A private user (grader running as root).** The child gives up root for a
+  uid/gid of its own, drawn per notebook from a range no account uses
+  (:data:`UID_BASE`), with no supplementary groups, no home and no
+  capabilities. Only its work directory belongs to that uid, so files of the
+  kit, of other submissions, ``/etc/shadow`` and device nodes are the kernel's
+  "permission denied" whatever the code does (a path, a file descriptor, an
+  ``ioctl``); it cannot set an immutable flag (``CAP_LINUX_IMMUTABLE``) nor
+  signal another notebook's processes. Where the Python installation sits
+  below a directory only root may enter (``/root/.pyenv``), the child's mount
+  namespace lays an empty ``tmpfs`` over that directory and binds back only
+  the installation.
+- **Read-only mounts.** In a private mount namespace (inside a user namespace
+  when not root) every mount is remounted read-only except a bind of the work
+  directory: ``chmod``/``chown``/``utime``/``truncate`` through a path or a file
+  descriptor outside the work directory fail with ``EROFS``, even on files the
+  grader's own user owns (the case a non-root grader cannot otherwise cover).
+- **A PID namespace.** The child forks once inside a new PID namespace; the
+  fork is the namespace's init (pid 1) and runs the student's code, with
+  ``PR_SET_PDEATHSIG``: when the grader kills the child, the init dies and
+  the kernel kills every process in the namespace, whatever session, process
+  group or double fork it made.
+- **A sweep.** After each notebook the grader SIGKILLs every process of the
+  notebook's private uid (root); without namespaces it also makes itself a
+  child subreaper (``PR_SET_CHILD_SUBREAPER``) and kills what was adopted
+  while the notebook ran.
+
+:func:`isolate` returns a line naming each layer it set up, and what it
+could not set up and why: the report records it (``Grade.sandbox``).
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import secrets
+import signal
+import sys
+import time
+from pathlib import Path
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MOUNT_OPTIONS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+                 "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21}
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
+CAP_VERSION_3 = 0x20080522
+UID_BASE, UID_SPAN = 1_500_000_000, 1_000_000
+"""Private uids (and gids) are drawn from ``[UID_BASE, UID_BASE + UID_SPAN)``."""
+NPROC = 64
+"""RLIMIT_NPROC of a private uid: processes it may have at once."""
+
+
+# -- the grader's side -------------------------------------------------------------
+
+def plan(expose, namespaces: bool = True) -> dict:
+    """The child's privilege spec: a private uid when root; the paths it must reach.
+
+    ``expose``: the directories the child must read (the Python installation,
+    the kit); ``namespaces=False`` skips the namespaces (the sweep remains).
+    """
+    spec = {"namespaces": bool(namespaces), "expose": sorted({str(p) for p in expose})}
+    if os.geteuid() == 0:
+        spec["uid"] = spec["gid"] = free_uid()
+    elif not namespaces:
+        subreaper()
+    spec["started"] = time.time()
+    return spec
+
+
+def free_uid() -> int:
+    """A uid in the private range that no account and no running process has."""
+    for _ in range(100):
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            if not processes_of(uid):
+                return uid
+    raise RuntimeError("no free private uid for the grading child")
+
+
+def prepare_workdir(base: Path, work: Path, spec: dict) -> None:
+    """Give the work directory (and only it) to the private uid; let it pass through ``base``."""
+    if "uid" not in spec:
+        return
+    os.chmod(base, 0o711)
+    for path in [work] + sorted(work.rglob("*")):
+        os.chown(path, spec["uid"], spec["gid"], follow_symlinks=False)
+    os.chmod(work, 0o700)
+
+
+def subreaper() -> bool:
+    """Make this process adopt its descendants' orphans (Linux); False where unavailable."""
+    libc = _libc()
+    return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+
+
+def sweep(spec: dict, spared=()) -> list:
+    """SIGKILL what the child left: its private uid's processes, or orphans adopted since it started.
+
+    ``spared``: pids never to kill (the other notebooks' children). Returns the pids killed.
+    """
+    killed = []
+    for _ in range(5):
+        if "uid" in spec:
+            targets = processes_of(spec["uid"])
+        elif not spec.get("namespaces", True):
+            targets = adopted_since(spec.get("started", 0.0), set(spared))
+        else:
+            targets = []
+        if not targets:
+            break
+        for pid in targets:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+    return killed
+
+
+def processes_of(uid: int) -> list:
+    """Pids of live processes whose real uid is ``uid`` (from /proc)."""
+    found = []
+    for status in _proc_files("status"):
+        uids = [line.split()[1:] for line in status[1].splitlines() if line.startswith("Uid:")]
+        if uids and str(uid) in uids[0] and "\nState:\tZ" not in status[1]:
+            found.append(status[0])
+    return found
+
+
+def adopted_since(started: float, spared: set) -> list:
+    """Our children that we did not start and that were born after ``started``: orphans."""
+    me, found = os.getpid(), []
+    boot = _boot_time()
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid, stat in _proc_files("stat"):
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 19 and fields[1] == str(me) and pid not in spared and fields[0] != "Z" \
+                and boot + int(fields[19]) / ticks >= started - 1:
+            found.append(pid)
+    return found
+
+
+def _boot_time() -> float:
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return 0.0
+
+
+def _proc_files(name: str):
+    if not Path("/proc").is_dir():
+        return
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                yield int(entry.name), (entry / name).read_text()
+            except OSError:
+                continue
+
+
+# -- the child's side --------------------------------------------------------------
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+    except ImportError:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc
+
+
+def _errno() -> str:
+    import ctypes
+    return os.strerror(ctypes.get_errno())
+
+
+def isolate(spec: dict, workdir: str) -> str:
+    """Enter the layers of ``spec`` (called by the child before student code); say which hold.
+
+    With namespaces, this process forks: the parent waits for the namespace's
+    init and exits as it did; only the init returns from this call.
+    """
+    layers, mounted = [], False
+    libc = _libc()
+    if libc is None:
+        layers.append("namespaces unavailable: not Linux or no ctypes")
+    elif spec.get("namespaces", True):
+        mounted = _enter_namespaces(libc, spec, workdir, layers)
+        if mounted:
+            _become_init(libc, layers)
+    else:
+        layers.append("namespaces off")
+    hidden = blockers(list(spec.get("expose", ())) + [workdir])
+    if "uid" in spec and hidden:
+        layers.append(f"no private uid: it could not enter {', '.join(hidden)}")
+        spec = {k: v for k, v in spec.items() if k not in ("uid", "gid")}
+    _drop_user(libc, spec, layers)
+    return "; ".join(layers)
+
+
+def _enter_namespaces(libc, spec: dict, workdir: str, layers: list) -> bool:
+    """unshare mount + PID namespaces (and a user namespace when not root); remount read-only."""
+    root = os.geteuid() == 0
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNS | CLONE_NEWPID | (0 if root else CLONE_NEWUSER)
+    if libc.unshare(flags) != 0:
+        layers.append(f"namespaces unavailable: unshare: {_errno()}")
+        return False
+    if not root:
+        _map_ids(uid, gid)
+        layers.append("user namespace")
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        layers.append(f"mounts unchanged: {_errno()}")
+        return True
+    if "uid" in spec:
+        layers += expose(spec["expose"])
+    layers.append(_read_only(libc, workdir))
+    return True
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    """Inside a new user namespace: keep the same uid and gid (not root there)."""
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+
+
+def blockers(paths, uid: int = -1) -> dict:
+    """``{directory: [child names]}``: the first ancestor of each path others may not enter.
+
+    Those are the directories a private uid could not pass through to reach ``paths``.
+    """
+    found = {}
+    for path in paths:
+        parts = Path(path).parts
+        for depth in range(1, len(parts)):
+            directory = Path(*parts[:depth])
+            try:
+                st = os.stat(directory)
+            except OSError:
+                break
+            if not st.st_mode & 0o001 and st.st_uid != uid:
+                found.setdefault(str(directory), set()).add(parts[depth])
+                break
+    return {d: sorted(names) for d, names in found.items()}
+
+
+def expose(paths) -> list:
+    """Over each directory others may not enter on the way to ``paths``, an empty tmpfs with
+    only what leads to them (root, in a private mount namespace); what was done, per directory."""
+    import ctypes
+    libc, layers = _libc(), []
+    for directory, names in blockers(paths).items():
+        fds = {n: os.open(os.path.join(directory, n), os.O_PATH | os.O_CLOEXEC) for n in names}
+        try:
+            if libc.mount(b"tmpfs", directory.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                          b"mode=0755,size=64k") != 0:
+                layers.append(f"cannot expose {directory}: {_errno()}")
+                continue
+            for name, fd in fds.items():
+                target = os.path.join(directory, name)
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    os.mkdir(target)
+                else:
+                    open(target, "w").close()
+                if libc.mount(f"/proc/self/fd/{fd}".encode(), target.encode(), None,
+                              MS_BIND | MS_REC, None) != 0:
+                    layers.append(f"cannot bind {target}: {os.strerror(ctypes.get_errno())}")
+            layers.append(f"only {', '.join(names)} visible in {directory}")
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+    return layers
+
+
+def mount_points() -> list:
+    """``(mount point, options)`` of every mount this process sees, parents first."""
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")
+        points.append((point, fields[5].split(",")))
+    return sorted(points, key=lambda p: p[0].count("/") if p[0] != "/" else 0)
+
+
+def _read_only(libc, workdir: str) -> str:
+    """Every mount read-only except a fresh read-write bind of ``workdir``."""
+    if libc.mount(workdir.encode(), workdir.encode(), None, MS_BIND, None) != 0:
+        return f"mounts writable: bind {workdir}: {_errno()}"
+    failed = []
+    for point, options in mount_points():
+        if point == workdir or point.startswith(workdir + "/"):
+            continue
+        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+        for option in options:
+            flags |= MOUNT_OPTIONS.get(option, 0)
+        if libc.mount(None, point.encode(), None, flags, None) != 0:
+            failed.append(point)
+    if "/" in failed:
+        return "mounts writable: / could not be remounted read-only"
+    return "read-only mounts" + (f" (not {len(failed)} of them: {', '.join(failed[:3])})"
+                                 if failed else "")
+
+
+def _become_init(libc, layers: list) -> None:
+    """Fork the PID namespace's init: the parent waits for it and exits as it did."""
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        _wait_and_exit(pid)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or not _alive(parent):
+        os._exit(70)                      # the parent died before the death signal was set
+    if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                  None) != 0:
+        layers.append(f"PID namespace (old /proc: {_errno()})")
+    else:
+        layers.append("PID namespace")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
+
+
+def _wait_and_exit(pid: int) -> None:
+    """In the namespace's parent: wait for its init, then exit with its status (or its signal)."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except ChildProcessError:
+            os._exit(70)
+        except InterruptedError:
+            continue
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        os.kill(os.getpid(), number)
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+
+
+def _drop_user(libc, spec: dict, layers: list) -> None:
+    """Become the private uid (root), or drop every capability (a user namespace's)."""
+    import resource
+    if "uid" in spec:
+        os.setgroups([])
+        os.setresgid(spec["gid"], spec["gid"], spec["gid"])
+        os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+        resource.setrlimit(resource.RLIMIT_NPROC, (NPROC, NPROC))
+        layers.append(f"private uid {spec['uid']}")
+    elif libc is not None:
+        _drop_capabilities(libc)
+    if libc is not None:
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)   # cleared by setresuid: again
+
+
+def _drop_capabilities(libc) -> None:
+    import ctypes
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()
+    if libc.capset(ctypes.byref(Header(CAP_VERSION_3, 0)), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
