@@ -22,11 +22,12 @@ the others:
   directory: ``chmod``/``chown``/``utime``/``truncate`` through a path or a file
   descriptor outside the work directory fail with ``EROFS``, even on files the
   grader's own user owns (the case a non-root grader cannot otherwise cover).
-- **A PID namespace.** The child forks once inside a new PID namespace; the
-  fork is the namespace's init (pid 1) and runs the student's code, with
-  ``PR_SET_PDEATHSIG``: when the grader kills the child, the init dies and
-  the kernel kills every process in the namespace, whatever session, process
-  group or double fork it made.
+- **A PID namespace.** The child forks inside a new PID namespace; the fork
+  is the namespace's init (pid 1, with ``PR_SET_PDEATHSIG``), which forks the
+  worker that runs the student's code. When the grader kills the child, the
+  init dies, and when the worker ends, the init exits: either way the kernel
+  kills every process in the namespace, whatever session, process group or
+  double fork it made.
 - **A sweep.** After each notebook the grader SIGKILLs every process of the
   notebook's private uid (root); without namespaces it also makes itself a
   child subreaper (``PR_SET_CHILD_SUBREAPER``) and kills what was adopted
@@ -95,6 +96,7 @@ def prepare_workdir(base: Path, work: Path, spec: dict) -> None:
     for path in [work] + sorted(work.rglob("*")):
         os.chown(path, spec["uid"], spec["gid"], follow_symlinks=False)
     os.chmod(work, 0o700)
+    spec["expose"] = sorted(set(spec["expose"]) | {str(work)})
 
 
 def subreaper() -> bool:
@@ -229,7 +231,10 @@ def _enter_namespaces(libc, spec: dict, workdir: str, layers: list) -> bool:
         layers.append(f"mounts unchanged: {_errno()}")
         return True
     if "uid" in spec:
-        layers += expose(spec["expose"])
+        for _ in range(8):                 # each round opens one more level of closed directories
+            if not blockers(spec["expose"]):
+                break
+            layers += expose(spec["expose"])
     layers.append(_read_only(libc, workdir))
     return True
 
@@ -319,11 +324,19 @@ def _read_only(libc, workdir: str) -> str:
 
 
 def _become_init(libc, layers: list) -> None:
-    """Fork the PID namespace's init: the parent waits for it and exits as it did."""
+    """Fork the PID namespace's init, which forks the worker: only the worker returns.
+
+    The parent (outside) waits for the init and exits as the worker did; the init
+    reaps orphans until the worker ends, then exits, and the kernel kills the rest.
+    The student's code never runs as pid 1 (which ignores signals it has no handler for).
+    """
     parent = os.getpid()
+    status_r, status_w = os.pipe()
     pid = os.fork()
     if pid:
-        _wait_and_exit(pid)
+        os.close(status_w)
+        _wait_and_exit(pid, status_r)
+    os.close(status_r)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or not _alive(parent):
         os._exit(70)                      # the parent died before the death signal was set
     if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
@@ -331,6 +344,24 @@ def _become_init(libc, layers: list) -> None:
         layers.append(f"PID namespace (old /proc: {_errno()})")
     else:
         layers.append("PID namespace")
+    worker = os.fork()
+    if worker:
+        _reap_until(worker, status_w)
+    os.close(status_w)
+
+
+def _reap_until(worker: int, status_w: int) -> None:
+    """The init: reap every child until ``worker`` ends; send its wait status; exit."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(70)
+        except InterruptedError:
+            continue
+        if pid == worker:
+            os.write(status_w, status.to_bytes(4, "little"))
+            os._exit(0)
 
 
 def _alive(pid: int) -> bool:
@@ -341,19 +372,28 @@ def _alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
-def _wait_and_exit(pid: int) -> None:
-    """In the namespace's parent: wait for its init, then exit with its status (or its signal)."""
+def _wait_and_exit(pid: int, status_r: int) -> None:
+    """Outside the namespace: wait for its init, then exit as the worker did (or its signal)."""
     import resource
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    raw = b""
+    while True:
+        try:
+            chunk = os.read(status_r, 4)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        raw += chunk
     while True:
         try:
             _, status = os.waitpid(pid, 0)
             break
-        except ChildProcessError:
-            os._exit(70)
         except InterruptedError:
             continue
+    if len(raw) == 4:
+        status = int.from_bytes(raw, "little")
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
         signal.signal(number, signal.SIG_DFL)
