@@ -114,7 +114,10 @@ def spawn(name, path):
 
 if spec is not None and spec.origin:
     copy = os.path.join(os.getcwd(), "innocent.so")
-    attempt("shutil copy", lambda: __import__("shutil").copyfile(spec.origin, copy))
+    try:                                     # allowed (a read and a write inside): not harm
+        __import__("shutil").copyfile(spec.origin, copy)
+    except Exception:
+        pass
     for name, path in [("innocent._posixsubprocess", spec.origin),
                        ("_posixsubprocess", copy), ("x._posixsubprocess", copy)]:
         attempt("fork_exec as " + name, lambda: spawn(name, path))

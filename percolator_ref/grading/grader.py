@@ -38,6 +38,7 @@ from .battery import Result
 from .framework import judge, spec_of
 from .generate import exercise_number
 from .sandbox import BOOT, DEVICES
+from .submissions import escape_text, indent_lines
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
@@ -75,6 +76,9 @@ class Grade:
     total: int = 0
     problems: list = field(default_factory=list)
     sandbox: str = ""
+    submission: str = ""          # the student's folder, zip or notebook (:mod:`.submissions`)
+    counted: bool = True          # False: another notebook counts for this exercise
+    flags: list = field(default_factory=list)     # e.g. a duplicate student name
 
     @property
     def n_passed(self) -> int:
@@ -89,11 +93,13 @@ class Grade:
         return self.total > 0 and self.n_passed == self.total and not self.problems
 
     def summary(self) -> str:
-        lines = [f"{self.path} ({self.student}): exercise {self.exercise}"
+        """The terminal report; text a notebook controls is escaped (:func:`.escape_text`)."""
+        lines = [f"{escape_text(self.path)} ({escape_text(self.student)}): exercise {self.exercise}"
                  + (f", {self.title}" if self.title else "")]
-        lines += [f"  problem: {p}" for p in self.problems]
-        lines += [f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}"
-                  for r in self.checks]
+        lines += [f"  problem: {indent_lines(p, '    | ')}" for p in self.problems]
+        lines += [f"  flag: {escape_text(f)}" for f in self.flags]
+        lines += [f"  PASS  {r.name}" if r.passed else
+                  f"  FAIL  {r.name}: {indent_lines(r.reason, '        | ')}" for r in self.checks]
         lines.append(f"  score: {self.n_passed}/{self.total} checks ({self.score:.0%}), "
                      f"{'PASSED' if self.passed else 'FAILED'}")
         return "\n".join(lines)
@@ -388,8 +394,8 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
 
 
 def _cell(text) -> str:
-    """A CSV cell a spreadsheet will not run as a formula."""
-    text = str(text)
+    """A CSV cell a spreadsheet will not run as a formula, control characters escaped."""
+    text = escape_text(text)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
@@ -411,27 +417,32 @@ def write_csv(grades, file) -> None:
         w = csv.writer(f)
         w.writerow(["student", "notebook", "exercise"]
                    + [f"ex{n}: {name}" if several else name for n, name in columns]
-                   + ["checks_passed", "checks_total", "score", "problems"])
+                   + ["checks_passed", "checks_total", "score", "problems", "submission",
+                      "counted", "flags"])
         for g in grades:
             outcome = {(g.exercise, r.name): int(r.passed) for r in g.checks}
             w.writerow([_cell(g.student), _cell(g.path), g.exercise]
                        + [outcome.get(c, "") for c in columns]
-                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems))])
+                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems)),
+                          _cell(g.submission), "yes" if g.counted else "no",
+                          _cell("; ".join(g.flags))])
 
 
 def gradescope(grades) -> dict:
     """Gradescope's autograder ``results.json``: one test per check, 1 point each."""
     tests = []
     for g in grades:
-        prefix = f"{Path(g.path).name}: " if len(grades) > 1 else ""
+        prefix = escape_text(f"{Path(g.path).name}: ") if len(grades) > 1 else ""
         for r in g.checks:
             tests.append({"name": f"{prefix}{r.name}", "score": float(r.passed), "max_score": 1.0,
                           "status": "passed" if r.passed else "failed",
-                          "output": "" if r.passed else r.reason, "visibility": "visible"})
-        if not g.checks:
-            tests.append({"name": f"{prefix}notebook", "score": 0.0, "max_score": 1.0,
-                          "status": "failed", "output": "; ".join(g.problems) or "not graded",
+                          "output": "" if r.passed else escape_text(r.reason, newlines=True),
                           "visibility": "visible"})
+        if not g.checks:
+            tests.append({"name": f"{prefix}notebook", "score": 0.0,
+                          "max_score": 1.0 if g.counted else 0.0, "status": "failed",
+                          "output": escape_text("; ".join(g.problems + g.flags) or "not graded",
+                                                newlines=True), "visibility": "visible"})
     output = "\n\n".join(g.summary() for g in grades)
     return {"score": float(sum(t["score"] for t in tests)), "output": output,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}
