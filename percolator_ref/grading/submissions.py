@@ -111,6 +111,21 @@ def find_submissions(path, unpack_dir) -> list:
     return subs
 
 
+def whole_submission(folder, unpack_dir, name: str = "submission") -> Submission:
+    """Everything under ``folder`` as one submission (Gradescope's): notebooks and zipped ones."""
+    notebooks, shown, errors = [], [], []
+    for p in notebooks_under(Path(folder)):
+        notebooks.append(p)
+        shown.append(str(p.relative_to(folder)))
+    for z in sorted(Path(folder).rglob("*.zip")):
+        inner = _one(z, Path(unpack_dir))
+        notebooks += inner.notebooks
+        shown += [f"{z.relative_to(folder)}!/{s.split('!/', 1)[1]}" for s in inner.shown]
+        errors += [inner.error] if inner.error else []
+    return Submission(name, tuple(notebooks), tuple(shown),
+                      "; ".join(errors) if errors and not notebooks else "")
+
+
 def _one(path: Path, unpack_dir: Path) -> Submission:
     if path.suffix == ".zip":
         into = Path(tempfile.mkdtemp(prefix="zip-", dir=unpack_dir))
@@ -226,18 +241,20 @@ def flag_duplicate_names(grades) -> None:
 
 # -- the whole run ------------------------------------------------------------------
 
-def grade_submissions(path, exercises_dir, limits, jobs: int = 1, only=None, progress=None) -> list:
+def grade_submissions(path, exercises_dir, limits, jobs: int = 1, only=None, progress=None,
+                      whole: bool = False) -> list:
     """Grade every submission at ``path``: one row per notebook, rules as the module says.
 
     ``only``: the assignment's exercise number (``--exercise``), or None.
     ``progress``: a tqdm bar (its total is set here) or None.
+    ``whole``: the folder ``path`` is one submission (Gradescope's), not one per entry.
     """
     from .grader import grade_all
     if only is not None:
         exercise_module(only)             # a clear error for a wrong number, before any work
     unpack = Path(tempfile.mkdtemp(prefix="percolator-unpack-"))
     try:
-        subs = find_submissions(path, unpack)
+        subs = [whole_submission(path, unpack)] if whole else find_submissions(path, unpack)
         runs = [(s, choose(s, exercises_dir, only)) for s in subs]
         paths = [s.notebooks[i] for s, (counted, _) in runs for i in counted]
         if progress is not None:
