@@ -70,7 +70,7 @@ def _check_args(args):
 def run(args) -> int:
     from tqdm import tqdm
 
-    from percolator_ref.grading.grader import EXERCISES, Limits, gradescope, write_csv
+    from percolator_ref.grading.grader import EXERCISES, Limits
     from percolator_ref.grading.submissions import grade_submissions
     if args.gradescope_autograder:
         return _autograder(args)
@@ -95,6 +95,12 @@ def run(args) -> int:
     if not grades:
         print(f"percolator grade: no notebooks under {path}", file=sys.stderr)
         return 2
+    return _report(args, grades)
+
+
+def _report(args, grades) -> int:
+    """Print every grade, write the CSV / results.json asked for; the exit status."""
+    from percolator_ref.grading.grader import gradescope, write_csv
     for g in grades:
         print(g.summary())
     if args.csv:
