@@ -400,3 +400,48 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
     for name, (passed, total, sandbox, summary) in zip(answers, grades):
         assert (passed, total) == (0, 8), (name, summary)
         assert "user namespace" in sandbox and "PID namespace" in sandbox, sandbox
+
+
+FALLBACK_PROBE = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from percolator_ref.grading import privileges
+print(privileges.isolate({"namespaces": False, "expose": []}, sys.argv[2]), flush=True)
+if os.fork() == 0:                            # a double fork in its own session, writing on
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            with open(os.path.join(sys.argv[2], "heartbeat"), "a") as f:
+                f.write("beat\\n")
+            time.sleep(0.02)
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc: Linux")
+def test_without_namespaces_the_sweep_kills_a_setsid_double_fork(tmp_path):
+    """The fallback layer alone: a subreaper grader and the sweep by the work dir's marker."""
+    import time
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = privileges.plan([], namespaces=False)
+    spec.pop("uid", None)                     # the marker alone (the uid sweep is tested above)
+    privileges.prepare_workdir(tmp_path, work, spec)
+    with open(tmp_path / "out", "w+") as out:        # not a pipe: the survivor would hold it
+        proc = subprocess.run([sys.executable, "-c", FALLBACK_PROBE, str(REPO), str(work)],
+                              stdout=out, stderr=subprocess.STDOUT, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work)})
+    text = (tmp_path / "out").read_text()
+    assert proc.returncode == 0 and "namespaces off" in text, text
+    time.sleep(0.1)
+    beat = (work / "heartbeat").stat().st_size
+    time.sleep(0.2)
+    assert (work / "heartbeat").stat().st_size > beat           # it did survive its grading
+    killed = privileges.sweep(spec)
+    assert len(killed) == 1
+    time.sleep(0.1)
+    beat = (work / "heartbeat").stat().st_size
+    time.sleep(0.3)
+    assert (work / "heartbeat").stat().st_size == beat
+    assert privileges.processes_with(str(work)) == []

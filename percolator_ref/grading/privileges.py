@@ -29,9 +29,10 @@ the others:
   kills every process in the namespace, whatever session, process group or
   double fork it made.
 - **A sweep.** After each notebook the grader SIGKILLs every process of the
-  notebook's private uid (root); without namespaces it also makes itself a
-  child subreaper (``PR_SET_CHILD_SUBREAPER``) and kills what was adopted
-  while the notebook ran.
+  notebook's private uid (root) and every process whose environment names the
+  notebook's work directory (``HOME``/``TMPDIR``, which every fork inherits);
+  without namespaces it also makes itself a child subreaper
+  (``PR_SET_CHILD_SUBREAPER``), so orphans stay below it until then.
 
 :func:`isolate` returns a line naming each layer it set up, and what it
 could not set up and why: the report records it (``Grade.sandbox``).
@@ -70,9 +71,8 @@ def plan(expose, namespaces: bool = True) -> dict:
     spec = {"namespaces": bool(namespaces), "expose": sorted({str(p) for p in expose})}
     if os.geteuid() == 0:
         spec["uid"] = spec["gid"] = free_uid()
-    elif not namespaces:
-        subreaper()
-    spec["started"] = time.time()
+    if not namespaces:
+        subreaper()               # orphans stay below the grader until the sweep
     return spec
 
 
@@ -89,7 +89,11 @@ def free_uid() -> int:
 
 
 def prepare_workdir(base: Path, work: Path, spec: dict) -> None:
-    """Give the work directory (and only it) to the private uid; let it pass through ``base``."""
+    """Give the work directory (and only it) to the private uid; let it pass through ``base``.
+
+    The work directory is also the sweep's marker: the child's ``HOME`` and ``TMPDIR``.
+    """
+    spec["marker"] = str(work)
     if "uid" not in spec:
         return
     os.chmod(base, 0o711)
@@ -105,71 +109,65 @@ def subreaper() -> bool:
     return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def sweep(spec: dict, spared=()) -> list:
-    """SIGKILL what the child left: its private uid's processes, or orphans adopted since it started.
+def sweep(spec: dict) -> list:
+    """SIGKILL what the child left: its private uid's processes and every process whose
+    environment names its work directory (``HOME``/``TMPDIR``, inherited by every fork).
 
-    ``spared``: pids never to kill (the other notebooks' children). Returns the pids killed.
+    Returns the pids killed; the ones that were this process's children (adopted as
+    a subreaper) are reaped.
     """
     killed = []
     for _ in range(5):
-        if "uid" in spec:
-            targets = processes_of(spec["uid"])
-        elif not spec.get("namespaces", True):
-            targets = adopted_since(spec.get("started", 0.0), set(spared))
-        else:
-            targets = []
+        targets = set(processes_of(spec["uid"])) if "uid" in spec else set()
+        if spec.get("marker"):
+            targets |= set(processes_with(spec["marker"]))
+        targets.discard(os.getpid())
         if not targets:
             break
-        for pid in targets:
+        for pid in sorted(targets):
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
             except (ProcessLookupError, PermissionError):
                 pass
         time.sleep(0.01)
+    killed = sorted(set(killed))              # one that was still dying may be hit twice
+    for pid in killed:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
     return killed
 
 
 def processes_of(uid: int) -> list:
     """Pids of live processes whose real uid is ``uid`` (from /proc)."""
     found = []
-    for status in _proc_files("status"):
-        uids = [line.split()[1:] for line in status[1].splitlines() if line.startswith("Uid:")]
-        if uids and str(uid) in uids[0] and "\nState:\tZ" not in status[1]:
-            found.append(status[0])
-    return found
-
-
-def adopted_since(started: float, spared: set) -> list:
-    """Our children that we did not start and that were born after ``started``: orphans."""
-    me, found = os.getpid(), []
-    boot = _boot_time()
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid, stat in _proc_files("stat"):
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 19 and fields[1] == str(me) and pid not in spared and fields[0] != "Z" \
-                and boot + int(fields[19]) / ticks >= started - 1:
+    for pid, status in _proc_files("status"):
+        uids = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")]
+        if uids and str(uid) in uids[0] and "\nState:\tZ" not in status:
             found.append(pid)
     return found
 
 
-def _boot_time() -> float:
-    try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
-    except OSError:
-        pass
-    return 0.0
+def processes_with(marker: str) -> list:
+    """Pids of live processes whose initial environment holds ``marker`` (from /proc)."""
+    m, found = marker.encode(), []
+    for pid, environ in _proc_files("environ", binary=True):
+        values = [v.split(b"=", 1)[1] for v in environ.split(b"\0") if b"=" in v]
+        if any(v == m or v.startswith(m + b"/") for v in values) and _alive(pid):
+            found.append(pid)
+    return found
 
 
-def _proc_files(name: str):
+def _proc_files(name: str, binary: bool = False):
     if not Path("/proc").is_dir():
         return
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                yield int(entry.name), (entry / name).read_text()
+                path = entry / name
+                yield int(entry.name), path.read_bytes() if binary else path.read_text()
             except OSError:
                 continue
 
