@@ -302,11 +302,16 @@ def run_probe(tmp_path, uid=None):
     before = snapshot([victim])
     probe = LAYER_PROBE.replace("{mark}", MARK)
     argv = [sys.executable, "-c", probe, str(REPO), str(work), str(victim), json.dumps(spec)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=work,
-                          preexec_fn=None if uid is None else as_user(uid, tmp_path))
-    privileges.sweep(spec)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    with open(tmp_path / "probe.out", "w+") as out:    # not a pipe: a survivor would hold it
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=60, cwd=work,
+                              preexec_fn=None if uid is None else as_user(uid, tmp_path))
+    text = (tmp_path / "probe.out").read_text()
+    survived = survivors(MARK)
+    for pid in survived:                              # do not leave it running on a failure
+        os.kill(pid, 9)
+    assert proc.returncode == 0, text
+    assert survived == [], "the double fork outlived its grading"
+    report = json.loads(text.strip().splitlines()[-1])
     beat = (work / "heartbeat").stat().st_size
     return report, before, snapshot([victim]), work, beat
 
