@@ -33,12 +33,13 @@ import nbformat
 
 from . import exercise as exercise_module
 from . import privileges
+from .sandbox import DEVICES
+from .submissions import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
 from .generate import exercise_number
-from .sandbox import BOOT, DEVICES
-from .submissions import escape_text, indent_lines
+from .sandbox import BOOT
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
