@@ -273,3 +273,22 @@ def test_the_autograder_needs_a_known_exercise(tmp_path):
     with pytest.raises(ValueError, match="exercise must be one of"):
         build_autograder(tmp_path / "x.zip", 9)
     assert not (tmp_path / "x.zip").exists()
+
+
+def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path):
+    out = tmp_path / "ag" / "autograder5.zip"
+    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", "--exercise", "5",
+                           "--gradescope-autograder", str(out)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0 and f"wrote {out}" in proc.stdout, proc.stderr
+    assert "run_autograder" in zipfile.ZipFile(out).namelist()
+    runs = [["--gradescope-autograder", str(tmp_path / "x.zip")],          # no --exercise
+            [],                                                              # no path
+            [str(tmp_path / "empty")]]                                       # no notebooks
+    (tmp_path / "empty").mkdir()
+    messages = ["needs --exercise N", "give a PATH", "no notebooks under"]
+    for argv, message in zip(runs, messages):
+        bad = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", *argv],
+                             capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert bad.returncode == 2 and message in bad.stderr, (argv, bad.stderr)
+    assert not (tmp_path / "x.zip").exists()
