@@ -1,5 +1,6 @@
-"""Least privilege (issue 19, item 4): attacks through file descriptors, flags, devices and
-aliased modules score 0 and harm nothing, as root and as an unprivileged user.
+"""Least privilege (issue 19, item 4): attacks through file descriptors, flags, devices,
+other submissions and aliased modules score 0 and harm nothing, as root and as an
+unprivileged user.
 
 Each hostile answer below is exercise 5's wrong oracle plus an attack; an attack
 that succeeds records it in ``HARMED`` and then defines the correct oracle, so
@@ -89,6 +90,13 @@ for device in ["/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/mem", "/dev/kmsg", 
     attempt(device, lambda: open(device, "rb").read(1) or 1 / 0)
     attempt(device + " write", lambda: open(device, "wb").write(b"PASS\\n"))
 ''',
+    "reads the other submissions": '''
+import glob
+for path in glob.glob("{subs}/*.ipynb") + ["{subs}/0.ipynb", "{subs}/1.ipynb"]:
+    attempt("read " + path, lambda: open(path).read(1) or 1 / 0)
+    attempt("os.open " + path, lambda: os.read(os.open(path, os.O_RDONLY), 1) or 1 / 0)
+attempt("list", lambda: os.listdir("{subs}") or 1 / 0)
+''',
     "a setsid fork through an aliased _posixsubprocess": '''
 import importlib.machinery, importlib.util, time
 spec = importlib.machinery.PathFinder.find_spec("_posixsubprocess")
@@ -126,11 +134,11 @@ if spec is not None and spec.origin:
 MARK = "876.5432"
 
 
-def hostile_answers(pristine: Path) -> dict:
+def hostile_answers(pristine: Path, subs: Path) -> dict:
     unlock = UNLOCK.format(solution=solution_answer(5))
     head = VICTIMS.format(pristine=str(pristine))
-    return {name: WRONG_ORACLE + head + attack.replace("{mark}", MARK) + unlock
-            for name, attack in ATTACKS.items()}
+    return {name: WRONG_ORACLE + head + attack.replace("{mark}", MARK).replace("{subs}", str(subs))
+            + unlock for name, attack in ATTACKS.items()}
 
 
 def snapshot(paths) -> dict:
@@ -199,7 +207,7 @@ def victims(exercises: Path) -> list:
 @pytest.mark.skipif(not LINUX, reason="file descriptors in /proc, lsattr: Linux")
 def test_fd_flag_device_and_alias_attacks_score_zero_and_harm_nothing(arena):
     pristine = next(arena["exercises"].glob("05_*.ipynb"))
-    answers = hostile_answers(pristine)
+    answers = hostile_answers(pristine, arena["subs"])
     paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answer)
              for i, answer in enumerate(answers.values())]
     before = snapshot(victims(arena["exercises"]))
@@ -382,7 +390,7 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
     (tmp_path / "subs").mkdir()
     (tmp_path / "gradetmp").mkdir()
     pristine = next((kit / "exercises").glob("05_*.ipynb"))
-    answers = hostile_answers(pristine)
+    answers = hostile_answers(pristine, tmp_path / "subs")
     paths = [str(student_notebook(tmp_path / "subs" / f"{i}.ipynb", 5, a))
              for i, a in enumerate(answers.values())]
     for p in [tmp_path] + sorted(tmp_path.rglob("*")):
