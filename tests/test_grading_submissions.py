@@ -121,20 +121,17 @@ def test_the_right_exercise_counts_and_the_other_is_not_run(tmp_path):
     assert (wrong.exercise, wrong.total, wrong.counted) == (5, 8, True)
 
 
-def test_cli_binds_the_run_to_an_exercise(tmp_path):
+def test_cli_binds_the_run_to_an_exercise(tmp_path, capsys):
+    from percolator_ref.cli import main
     subs = tmp_path / "subs"
     subs.mkdir()
     student_notebook(subs / "carol.ipynb", 1, solution_answer(1))
-    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(subs), "--exercise",
-                           "5", "--csv", str(tmp_path / "s.csv")], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "this notebook is exercise 1; this run grades exercise 5" in proc.stdout
+    assert main(["grade", str(subs), "--exercise", "5", "--csv", str(tmp_path / "s.csv")]) == 1
+    assert "this notebook is exercise 1; this run grades exercise 5" in capsys.readouterr().out
     [row] = list(csv.DictReader((tmp_path / "s.csv").open()))
     assert (row["exercise"], row["checks_passed"], row["checks_total"]) == ("5", "0", "8")
-    bad = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(subs), "--exercise",
-                          "9"], capture_output=True, text=True, timeout=60, cwd=REPO)
-    assert bad.returncode == 2 and "--exercise must be one of [1, 2" in bad.stderr
+    assert main(["grade", str(subs), "--exercise", "9"]) == 2
+    assert "--exercise must be one of [1, 2" in capsys.readouterr().err
 
 
 # -- names ------------------------------------------------------------------------------
@@ -275,20 +272,18 @@ def test_the_autograder_needs_a_known_exercise(tmp_path):
     assert not (tmp_path / "x.zip").exists()
 
 
-def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path):
+def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path, capsys):
+    from percolator_ref.cli import main
     out = tmp_path / "ag" / "autograder5.zip"
-    proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", "--exercise", "5",
-                           "--gradescope-autograder", str(out)], capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    assert proc.returncode == 0 and f"wrote {out}" in proc.stdout, proc.stderr
+    assert main(["grade", "--exercise", "5", "--gradescope-autograder", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
     assert "run_autograder" in zipfile.ZipFile(out).namelist()
-    runs = [["--gradescope-autograder", str(tmp_path / "x.zip")],          # no --exercise
-            [],                                                              # no path
-            [str(tmp_path / "empty")]]                                       # no notebooks
     (tmp_path / "empty").mkdir()
-    messages = ["needs --exercise N", "give a PATH", "no notebooks under"]
-    for argv, message in zip(runs, messages):
-        bad = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", *argv],
-                             capture_output=True, text=True, timeout=120, cwd=REPO)
-        assert bad.returncode == 2 and message in bad.stderr, (argv, bad.stderr)
+    runs = [(["--gradescope-autograder", str(tmp_path / "x.zip")], "needs --exercise N"),
+            ([], "give a PATH"),
+            ([str(tmp_path / "empty")], "no notebooks under"),
+            ([str(tmp_path / "empty"), "--exercise", "0"], "--exercise must be one of")]
+    for argv, message in runs:
+        assert main(["grade", *argv]) == 2, argv
+        assert message in capsys.readouterr().err, argv
     assert not (tmp_path / "x.zip").exists()
