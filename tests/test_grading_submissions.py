@@ -122,7 +122,7 @@ def test_the_right_exercise_counts_and_the_other_is_not_run(tmp_path):
 
 
 def test_cli_binds_the_run_to_an_exercise(tmp_path, capsys):
-    from percolator_ref.cli import main
+    from percolator_ref.commands import main
     subs = tmp_path / "subs"
     subs.mkdir()
     student_notebook(subs / "carol.ipynb", 1, solution_answer(1))
@@ -273,7 +273,7 @@ def test_the_autograder_needs_a_known_exercise(tmp_path):
 
 
 def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path, capsys):
-    from percolator_ref.cli import main
+    from percolator_ref.commands import main
     out = tmp_path / "ag" / "autograder5.zip"
     assert main(["grade", "--exercise", "5", "--gradescope-autograder", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out

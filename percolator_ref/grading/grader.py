@@ -34,7 +34,7 @@ import nbformat
 from . import exercise as exercise_module
 from . import privileges
 from .sandbox import DEVICES
-from .submissions import escape_text, indent_lines
+from .feedback import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of

@@ -32,45 +32,17 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import exercise as exercise_module
 from .battery import Result
+from .feedback import escape_text
 
 MB = 1 << 20
 MAX_ZIP_MB = 200            # uncompressed notebooks in one archive
 MAX_ZIP_NOTEBOOKS = 200
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
-def escape_text(text, newlines: bool = False) -> str:
-    """``text`` with every control, format (bidi), separator or unassigned character escaped.
-
-    ``newlines=True`` keeps ``\\n`` (multi-line feedback); everything else that a
-    terminal or a spreadsheet would interpret is shown as ``\\xNN`` / ``\\uNNNN``.
-    """
-    out = []
-    for ch in str(text):
-        if ch == "\n" and newlines:
-            out.append(ch)
-        elif ch in NAMED_ESCAPES:
-            out.append(NAMED_ESCAPES[ch])
-        elif unicodedata.category(ch) in UNSAFE_CATEGORIES:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def indent_lines(text, prefix: str) -> str:
-    """Escaped ``text`` whose continuation lines start with ``prefix`` (never a report's margin)."""
-    return escape_text(text, newlines=True).replace("\n", "\n" + prefix)
 
 
 # -- finding submissions ------------------------------------------------------------
