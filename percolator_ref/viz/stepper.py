@@ -1,10 +1,14 @@
 """Step through transactions one single-row Bigtable transaction at a time.
 
-A :class:`Stepper` runs each transaction script in its own thread and
-installs a scheduler as :attr:`Bigtable.gate`: a script thread parks at the
-gate before every row transaction, and the stepper lets exactly one of them
-go at a time, so the interleaving is whatever the student (or a notebook)
-chooses, the same on every run. Each move is one row transaction; the
+A :class:`Stepper` runs each transaction script as a greenlet (a
+coroutine with its own stack, no thread) and installs a scheduler as a
+:class:`~percolator_ref.interceptors.Gate` on the Bigtable: a script parks
+at the gate before every row transaction by switching back to the stepper,
+and the stepper resumes exactly one of them at a time, so the interleaving
+is whatever the student (or a notebook) chooses, the same on every run.
+Nothing starts a thread, so the same code runs in CPython (the ``greenlet``
+package) and in a browser under Pyodide (``greenlet-pyodide``, the same API
+on the browser's stack switching). Each move is one row transaction; the
 tracer's event for it, the store's ``dump()`` after it and the event's
 ``note`` make one :class:`Frame`.
 
@@ -16,7 +20,7 @@ tracer's event for it, the store's ``dump()`` after it and the event's
   a fresh cluster (deterministic), then branches;
 - ``crash(who)`` kills that transaction's client right after the row
   transaction it last completed (the one meaning of a crash point, see
-  :mod:`percolator_ref.step`), so its next one never runs: its thread stops with :class:`~percolator_ref.ClientCrash`,
+  :mod:`percolator_ref.step`), so its next one never runs: its script stops with :class:`~percolator_ref.ClientCrash`,
   the lock service counts the client dead, and a ``cleaner`` script (by
   default a transaction that scans every table) is started to meet the
   locks left behind and clean them up, visibly, frame by frame.
@@ -25,16 +29,15 @@ Nothing here knows the protocol: the frames are what the tracer reported.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
+
+import greenlet
 
 from ..clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate
 from .tables import CellTable
-
-GRANT_TIMEOUT = 30.0      # seconds a move may take before the stepper gives up
 
 
 def scan_everything(cluster) -> bool:
@@ -85,7 +88,7 @@ class _Runner:
     name: str
     fn: Callable
     index: int
-    thread: Optional[threading.Thread] = None
+    stack: Optional[greenlet.greenlet] = None    # the script's own stack
     state: str = "new"            # new / parked / running / done / crashed / failed
     pending: Optional[tuple] = None   # (client, table, row, step) waiting at the gate
     last: Optional[tuple] = None      # the last row transaction it completed
@@ -131,8 +134,7 @@ class Stepper:
         self._setup = setup
         self._make_cluster = make_cluster or _figure4_cluster
         self._cleaner = cleaner
-        self._cond = threading.Condition()
-        self._turn: Optional[_Runner] = None
+        self._home: Optional[greenlet.greenlet] = None   # where a parked script returns
         self.decisions: list = []        # ("step", runner index) / ("crash", runner index)
         self._start()
 
@@ -160,7 +162,7 @@ class Stepper:
         self._start()
 
     def close(self) -> None:
-        """Stop the script threads (they are daemons; this just tidies up)."""
+        """Stop the parked scripts (their clients crash; this just tidies up)."""
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -174,36 +176,31 @@ class Stepper:
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
         runner = _Runner(name, fn, len(self.runners))
-        runner.thread = threading.Thread(target=self._run_script, args=(runner,),
-                                         name=f"stepper-{name}", daemon=True)
+        runner.stack = greenlet.greenlet(lambda: self._run_script(runner))
         self.runners.append(runner)
-        runner.thread.start()
         self._grant(runner)          # runs until its first row transaction (or the end)
         return runner
 
     # -- the scheduler ---------------------------------------------------------
+    def _current(self) -> Optional[_Runner]:
+        """The runner whose stack is running now (None: the notebook itself)."""
+        here = greenlet.getcurrent()
+        return next((r for r in self.runners if r.stack is here), None)
+
     def _gate(self, client, table, row, step) -> None:
-        runner = getattr(_local, "runner", None)
-        if runner is None or runner not in self.runners:
+        runner = self._current()
+        if runner is None:
             return                   # not one of ours (e.g. the notebook inspecting)
-        with self._cond:
-            runner.last, runner.pending = runner.pending, (client, table, row, step)
-            runner.client = client
-            runner.state = "parked"
-            self._turn = None
-            self._cond.notify_all()
-            while self._turn is not runner:
-                self._cond.wait()
-            runner.state = "running"
-            if runner.crash_requested:
-                raise ClientCrash(runner.last[3] if runner.last else "begin", 0)
+        runner.last, runner.pending = runner.pending, (client, table, row, step)
+        runner.client = client
+        runner.state = "parked"
+        self._home.switch()          # back to _grant; resumed by the next _grant
+        runner.state = "running"
+        if runner.crash_requested:
+            raise ClientCrash(runner.last[3] if runner.last else "begin", 0)
 
     def _run_script(self, runner: _Runner) -> None:
-        _local.runner = runner
-        with self._cond:
-            while self._turn is not runner:
-                self._cond.wait()
-            runner.state = "running"
+        runner.state = "running"
         state = "done"
         try:
             runner.result = runner.fn(self.cluster)
@@ -211,29 +208,24 @@ class Stepper:
             state = "crashed"
             if runner.client is not None:
                 self.cluster.lockservice.crash(runner.client)
+        except greenlet.GreenletExit:
+            raise                              # the stepper itself was dropped
         except BaseException as exc:          # shown in the status line, re-raised by step()
             state, runner.error = "failed", exc
-        finally:
-            with self._cond:
-                runner.state, runner.pending = state, None
-                self._turn = None
-                self._cond.notify_all()
+        runner.state, runner.pending = state, None
 
     def _grant(self, runner: _Runner) -> None:
-        """Let ``runner`` run its next row transaction; wait until it parks again or ends."""
+        """Let ``runner`` run its next row transaction; return when it parks again or ends."""
         before = self.cluster.clock.now()
-        with self._cond:
-            self._turn = runner
-            self._cond.notify_all()
-            if not self._cond.wait_for(lambda: self._turn is None, GRANT_TIMEOUT):
-                raise RuntimeError(f"{runner.name} did not reach its next row transaction "
-                                   f"within {GRANT_TIMEOUT} s (blocked outside the stepper?)")
+        self._home = greenlet.getcurrent()
+        runner.stack.parent = self._home   # a finished script returns here too
+        runner.stack.switch()
         runner.waited = self.cluster.clock.now() - before
         if runner.state == "failed":
             raise RuntimeError(f"script {runner.name} raised {runner.error!r}") from runner.error
 
     def _on_event(self, event) -> None:
-        if getattr(_local, "runner", None) in self.runners:
+        if self._current() is not None:
             self._events.append(event)     # only the scripts' row transactions
 
     # -- choosing ---------------------------------------------------------------
@@ -405,9 +397,6 @@ class Stepper:
     def __repr__(self):
         return (f"<Stepper frame {self.cursor}/{len(self.frames) - 1}: "
                 f"{self.frame.status}>")
-
-
-_local = threading.local()
 
 
 def _figure4_cluster():
