@@ -5,15 +5,23 @@ frames; a choice of which transaction moves next. Everything shown is an
 ``HTML`` widget whose ``value`` is replaced (no ``print``, no
 ``clear_output``), so ``pytest --nbval`` passes and a notebook saved with
 its widget state still shows the table.
+
+In a browser (Pyodide, ``sys.platform == "emscripten"``) a button's handler
+is called straight from JavaScript, where a greenlet cannot switch stacks;
+there the widget runs the stepper's move as an asyncio task on Pyodide's
+event loop (which can). In CPython the move runs at once, as before.
 """
 from __future__ import annotations
 
+import asyncio
 import html
+import sys
 
 import ipywidgets as widgets
 
 from .stepper import Stepper
 
+IN_BROWSER = sys.platform == "emscripten"
 _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
 
 
@@ -51,6 +59,15 @@ class StepperWidget(widgets.VBox):
         return self.choice.value or None
 
     def _act(self, action, *args) -> None:
+        if IN_BROWSER:
+            asyncio.ensure_future(self._act_later(action, *args))
+        else:
+            self._apply(action, *args)
+
+    async def _act_later(self, action, *args) -> None:
+        self._apply(action, *args)
+
+    def _apply(self, action, *args) -> None:
         try:
             action(*args)
         except ValueError as exc:          # e.g. Step when everything finished
