@@ -14,11 +14,9 @@ the browser, Pyodide runs the kit from the site's own wheels:
 The site is built by ``make lite`` (``make test`` builds it first and sets
 ``PERCOLATOR_REQUIRE_LITE=1``, so a missing site fails instead of skipping).
 """
-import functools
-import http.server
+import importlib.util
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -34,18 +32,17 @@ KERNEL_START_S = 60          # generous: about 10 s on this machine
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(170)]
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".wasm": "application/wasm", ".mjs": "text/javascript",
-                      ".js": "text/javascript", ".json": "application/json"}
-
-    def log_message(self, *args):
-        pass
+def load_serve():
+    """lite/serve.py (build tooling, not part of the package)."""
+    spec = importlib.util.spec_from_file_location("lite_serve", ROOT / "lite" / "serve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
 def site():
-    """``(base_url, requests)``: build/lite on 127.0.0.1; ``requests`` collects every URL asked for."""
+    """The base URL of build/lite served on 127.0.0.1 (a free port)."""
     if not (SITE / "jupyter-lite.json").exists():
         if os.environ.get("PERCOLATOR_REQUIRE_LITE"):
             pytest.fail(f"{SITE} is not built: run make lite")
@@ -53,10 +50,7 @@ def site():
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium; .ci/run does)")
     pytest.importorskip("playwright.sync_api")
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(SITE)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = load_serve().start(SITE)
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
@@ -65,17 +59,16 @@ def site():
 
 
 @pytest.fixture
-def page(site):
+def lite(site):
+    """``(base_url, page)`` in an offline Chromium; afterwards, no request left the loopback."""
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             asked = []
-            context.on("request", lambda r: asked.append(r.url))
+            context.on("request", lambda r: asked.append(r.url))   # the kernel's worker too
             page = context.new_page()
-            page.on("worker", lambda w: w.on("request", lambda r: asked.append(r.url))
-                    if hasattr(w, "on") else None)
             yield site, page
             assert any(u.endswith("/pyodide-lock.json") for u in asked), \
                 "the kernel's requests were not seen: the offline check below would be hollow"
@@ -117,9 +110,9 @@ def answer_cell(path: Path) -> tuple:
     return index, cells[index]["id"]
 
 
-def test_exercise_01_with_the_solutions_answer_passes_its_self_check(page):
+def test_exercise_01_with_the_solutions_answer_passes_its_self_check(lite):
     from playwright.sync_api import expect
-    base, page = page
+    base, page = lite
     index, cell_id = answer_cell(ROOT / "exercises" / "01_snapshot_read.ipynb")
     solution = json.loads((ROOT / "solutions" / "01_snapshot_read.ipynb").read_text())["cells"]
     answer = "".join(next(c for c in solution if c["id"] == cell_id)["source"])
@@ -135,9 +128,9 @@ def test_exercise_01_with_the_solutions_answer_passes_its_self_check(page):
     assert "failed" not in last.inner_text()
 
 
-def test_notebook_02_steps_the_transfer_and_a_branch(page):
+def test_notebook_02_steps_the_transfer_and_a_branch(lite):
     from playwright.sync_api import expect
-    base, page = page
+    base, page = lite
     open_notebook(page, base, "notebooks/02_transfer_example.ipynb")
     cells = json.loads((ROOT / "notebooks" / "02_transfer_example.ipynb").read_text())["cells"]
     playground = next(i for i, c in enumerate(cells) if "playground.widget()" in "".join(c["source"]))
