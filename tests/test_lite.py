@@ -17,27 +17,27 @@ The site is built by ``make lite`` (``make test`` builds it first and sets
 import importlib.util
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("PERCOLATOR_LITE_DIR", ROOT / "build" / "lite"))
-OFFLINE_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--proxy-server=http://127.0.0.1:9",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"]
 KERNEL_START_S = 60          # generous: about 10 s on this machine
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(170)]
 
 
-def load_serve():
-    """lite/serve.py (build tooling, not part of the package)."""
-    spec = importlib.util.spec_from_file_location("lite_serve", ROOT / "lite" / "serve.py")
+def load(name: str):
+    """lite/<name>.py (build tooling, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(f"lite_{name}", ROOT / "lite" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+drive, serve = load("drive"), load("serve")
+ALL_PASSED = re.compile(r"\b(\d+)/\1 checks passed")     # "13/13 checks passed", not "0/13"
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,10 @@ def site():
         if os.environ.get("PERCOLATOR_REQUIRE_LITE"):
             pytest.fail(f"{SITE} is not built: run make lite")
         pytest.skip(f"{SITE} is not built (make lite; make test builds it)")
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (install Debian's chromium; .ci/run does)")
+    if not os.path.exists(drive.CHROMIUM):
+        pytest.skip(f"{drive.CHROMIUM} is missing (install Debian's chromium; .ci/run does)")
     pytest.importorskip("playwright.sync_api")
-    server = load_serve().start(SITE)
+    server = serve.start(SITE)
     try:
         yield f"http://127.0.0.1:{server.server_port}"
     finally:
@@ -63,7 +63,7 @@ def lite(site):
     """``(base_url, page)`` in an offline Chromium; afterwards, no request left the loopback."""
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=OFFLINE_ARGS)
+        browser = drive.launch(p)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             asked = []
@@ -78,64 +78,36 @@ def lite(site):
             browser.close()
 
 
-def open_notebook(page, base: str, path: str) -> None:
-    """Open ``path`` in the lite JupyterLab and wait for an idle Pyodide kernel."""
-    page.goto(f"{base}/lab/index.html?path={path}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=40_000)
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-        " const k = w && w.sessionContext && w.sessionContext.session"
-        " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
-        timeout=KERNEL_START_S * 1000)
-
-
-def run_cell(page, index: int) -> None:
-    """Select code cell ``index`` of the open notebook and run it (as Shift+Enter does)."""
-    page.evaluate(
-        "(i) => { const nb = window.jupyterapp.shell.currentWidget.content;"
-        " nb.activeCellIndex = i; return window.jupyterapp.commands.execute('notebook:run-cell'); }",
-        index)
-
-
-def set_cell_source(page, index: int, source: str) -> None:
-    page.evaluate(
-        "([i, s]) => window.jupyterapp.shell.currentWidget.content.widgets[i]"
-        ".model.sharedModel.setSource(s)", [index, source])
-
-
-def answer_cell(path: Path) -> tuple:
-    """(index, source) of the cell the student writes in (it says ``YOUR CODE HERE``)."""
-    cells = json.loads(path.read_text())["cells"]
-    index = next(i for i, c in enumerate(cells) if "YOUR CODE HERE" in "".join(c["source"]))
-    return index, cells[index]["id"]
-
-
 def test_exercise_01_with_the_solutions_answer_passes_its_self_check(lite):
     from playwright.sync_api import expect
     base, page = lite
-    index, cell_id = answer_cell(ROOT / "exercises" / "01_snapshot_read.ipynb")
-    solution = json.loads((ROOT / "solutions" / "01_snapshot_read.ipynb").read_text())["cells"]
-    answer = "".join(next(c for c in solution if c["id"] == cell_id)["source"])
-    assert "YOUR CODE HERE" not in answer
-    open_notebook(page, base, "exercises/01_snapshot_read.ipynb")
-    set_cell_source(page, index, answer)
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    last = page.locator(".jp-Notebook .jp-CodeCell").last
-    expect(last.locator(".jp-OutputArea-output")).to_contain_text(
-        "checks passed", timeout=60_000)
+    index, answer = drive.solution_answer(ROOT / "exercises" / "01_snapshot_read.ipynb",
+                                          ROOT / "solutions" / "01_snapshot_read.ipynb")
+    drive.open_notebook(page, base, "exercises/01_snapshot_read.ipynb", KERNEL_START_S)
+    check = page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea")
+    # The committed notebook may carry outputs: clear them, so what we see is this run's.
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    expect(check).not_to_contain_text("checks passed")
+    drive.run_all(page)                # the unanswered exercise fails its check
+    expect(check).to_contain_text("NotImplementedError", timeout=60_000)
+    expect(check).not_to_contain_text(ALL_PASSED)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    drive.set_cell_source(page, index, answer)
+    drive.run_all(page)
+    expect(check).to_contain_text(ALL_PASSED, timeout=60_000)
     outputs = " ".join(page.locator(".jp-OutputArea-output").all_inner_texts())
     assert "Traceback" not in outputs and "Error" not in outputs, outputs[-2000:]
-    assert "failed" not in last.inner_text()
+    assert "FAIL" not in check.inner_text()
 
 
 def test_notebook_02_steps_the_transfer_and_a_branch(lite):
     from playwright.sync_api import expect
     base, page = lite
-    open_notebook(page, base, "notebooks/02_transfer_example.ipynb")
+    drive.open_notebook(page, base, "notebooks/02_transfer_example.ipynb", KERNEL_START_S)
     cells = json.loads((ROOT / "notebooks" / "02_transfer_example.ipynb").read_text())["cells"]
     playground = next(i for i, c in enumerate(cells) if "playground.widget()" in "".join(c["source"]))
     duel = next(i for i, c in enumerate(cells) if "duel.widget()" in "".join(c["source"]))
-    run_cell(page, playground)
+    drive.run_cell(page, playground)
     widget = page.locator(".jupyter-widgets.widget-vbox").first
     table = widget.locator(".percolator-cells")
     expect(table).to_contain_text("5: 10", timeout=60_000)
@@ -144,7 +116,7 @@ def test_notebook_02_steps_the_transfer_and_a_branch(lite):
     expect(table).to_contain_text("I am primary", timeout=20_000)
     expect(widget).to_contain_text("prewrite Bob.bal")
 
-    run_cell(page, duel)               # T7: Bob -> Joe $7; T8: Joe -> Bob $1
+    drive.run_cell(page, duel)               # T7: Bob -> Joe $7; T8: Joe -> Bob $1
     widget = page.locator(".jupyter-widgets.widget-vbox").nth(1)
     table = widget.locator(".percolator-cells")
     expect(table).to_contain_text("5: 10", timeout=60_000)
