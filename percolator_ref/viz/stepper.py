@@ -16,8 +16,10 @@ tracer's event for it, the store's ``dump()`` after it and the event's
   client, e.g. ``"T7"``; default: the first runnable one that is not
   waiting on a lock);
 - ``back()`` / ``goto(i)`` show a stored frame again (nothing re-runs);
-- stepping or crashing from an earlier frame replays the recorded choices on
-  a fresh cluster (deterministic), then branches;
+- stepping another transaction or crashing one from an earlier frame forks
+  the history: the recorded choices up to that frame are replayed on a fresh
+  cluster (deterministic), then the new choice is made; the frames of the
+  branch left behind are kept in :attr:`Stepper.abandoned`;
 - ``crash(who)`` kills that transaction's client right after the row
   transaction it last completed (the one meaning of a crash point, see
   :mod:`percolator_ref.step`), so its next one never runs: its script stops with :class:`~percolator_ref.ClientCrash`,
@@ -136,6 +138,7 @@ class Stepper:
         self._cleaner = cleaner
         self._home: Optional[greenlet.greenlet] = None   # where a parked script returns
         self.decisions: list = []        # ("step", runner index) / ("crash", runner index)
+        self.abandoned: list = []        # (frame index forked at, frames of the old branch)
         self._start()
 
     # -- life cycle ----------------------------------------------------------
@@ -157,6 +160,10 @@ class Stepper:
 
     def reset(self) -> None:
         """Back to the initial frame on a fresh cluster; forget the choices made."""
+        self._restart()
+        self.abandoned = []
+
+    def _restart(self) -> None:
         self._shutdown()
         self.decisions = []
         self._start()
@@ -257,6 +264,17 @@ class Stepper:
                 return r
         raise ValueError(f"who={who!r} is not one of {[self._label(r) for r in self.runners]}")
 
+    def _check_can_move(self, who) -> None:
+        """Before forking at an earlier frame: ``who`` must be able to move there."""
+        if who is None or who in self.frame.runnable:
+            return
+        if not isinstance(who, str):
+            raise TypeError(f"who must be a script name or client like 'T7', got {who!r}")
+        named = [r for r in self.runners if r.name == who]
+        if not (named and named[0].client in self.frame.runnable):
+            raise ValueError(f"who={who!r} cannot move at frame {self.cursor}: "
+                             f"only {list(self.frame.runnable)} can")
+
     # -- moving -------------------------------------------------------------------
     def step(self, who: Optional[str] = None) -> Frame:
         """Move ``who`` by one row transaction and return the new frame.
@@ -271,6 +289,7 @@ class Stepper:
                                                           following.actor)):
                 self.cursor += 1
                 return self.frame
+            self._check_can_move(who)
             self._branch()
         runner = self._find(who)
         self.decisions.append(("step", runner.index))
@@ -280,6 +299,7 @@ class Stepper:
     def crash(self, who: Optional[str] = None) -> Frame:
         """Crash ``who``'s client right after its last row transaction (its next never runs)."""
         if self.cursor < len(self.frames) - 1:
+            self._check_can_move(who)
             self._branch()
         runner = self._find(who)
         self.decisions.append(("crash", runner.index))
@@ -308,9 +328,10 @@ class Stepper:
         return self.frame
 
     def _branch(self) -> None:
-        """Replay the choices up to the cursor on a fresh cluster (deterministic)."""
-        keep = self.decisions[: self.cursor]
-        self.reset()
+        """Fork at the cursor: replay the choices up to it on a fresh cluster (deterministic)."""
+        at, keep = self.cursor, self.decisions[: self.cursor]
+        self.abandoned.append((at, tuple(self.frames[at + 1:])))
+        self._restart()
         for kind, index in keep:
             self.decisions.append((kind, index))
             (self._move if kind == "step" else self._crash)(self.runners[index])

@@ -68,12 +68,18 @@ class StepperWidget(widgets.VBox):
         self._apply(action, *args)
 
     def _apply(self, action, *args) -> None:
+        forks = len(self.stepper.abandoned)
         try:
             action(*args)
         except ValueError as exc:          # e.g. Step when everything finished
             self.refresh(message=str(exc))
             return
-        self.refresh()
+        message = ""
+        if len(self.stepper.abandoned) > forks:
+            at, dropped = self.stepper.abandoned[-1]
+            message = (f"a new branch from frame {at}; the old branch's {len(dropped)} "
+                       f"frame(s) after it are in stepper.abandoned")
+        self.refresh(message=message)
 
     def _on_slider(self, change) -> None:
         if not self._updating:
