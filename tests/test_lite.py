@@ -132,3 +132,18 @@ def test_notebook_02_steps_the_transfer_and_a_branch(lite):
     expect(widget).to_contain_text("frame 3: T8 get Joe", timeout=20_000)
     expect(table).not_to_contain_text("I am primary")
     expect(table).to_contain_text("6: data @ 5")
+
+
+def test_a_notebook_that_needs_a_local_python_stops_at_its_top_with_a_note(lite):
+    from playwright.sync_api import expect
+    base, page = lite
+    drive.open_notebook(page, base, "notebooks/07_bigtable_vs_percolator_benchmark.ipynb",
+                        KERNEL_START_S)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    drive.run_all(page)
+    guard = page.locator(".jp-Notebook .jp-CodeCell").first.locator(".jp-OutputArea")
+    expect(guard).to_contain_text("This notebook needs a local Python", timeout=60_000)
+    expect(guard).not_to_contain_text("Traceback")
+    page.wait_for_function(drive.KERNEL_IDLE, timeout=30_000)
+    later = page.locator(".jp-Notebook .jp-CodeCell .jp-OutputArea-output")
+    assert later.count() == 1, "cells below the note ran"
