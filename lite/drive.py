@@ -51,7 +51,8 @@ def set_cell_source(page, index: int, source: str) -> None:
 def solution_answer(exercise: Path, solution: Path) -> tuple:
     """(index, source): the exercise's answer cell (``YOUR CODE HERE``) and the solution's text for it."""
     cells = json.loads(exercise.read_text())["cells"]
-    index = next(i for i, c in enumerate(cells) if "YOUR CODE HERE" in "".join(c["source"]))
+    index = next(i for i, c in enumerate(cells)
+                 if c["cell_type"] == "code" and "YOUR CODE HERE" in "".join(c["source"]))
     solved = json.loads(solution.read_text())["cells"]
     answer = "".join(next(c for c in solved if c["id"] == cells[index]["id"])["source"])
     if "YOUR CODE HERE" in answer:
