@@ -204,8 +204,8 @@ def main(argv=None) -> None:
     contents = assemble_contents(src)
     run(Path(sys.executable).parent / "jupyter", "lite", "build", "--lite-dir", src,
         "--contents", contents, "--output-dir", args.output_dir.resolve(), cwd=src)
-    print(f"built {args.output_dir}: serve it with "
-          f"python -m http.server -d {args.output_dir} 8000 --bind 127.0.0.1")
+    print(f"built {args.output_dir}: serve it with make serve-lite "
+          f"(python lite/serve.py --directory {args.output_dir})")
 
 
 if __name__ == "__main__":
