@@ -59,10 +59,11 @@ def main(argv=None) -> None:
     from playwright.sync_api import sync_playwright
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--site", type=Path, default=serve.SITE, help="the built site (build/lite)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, got {args.runs}")
-    server = serve.start()
+    server = serve.start(args.site)
     base = f"http://127.0.0.1:{server.server_port}"
     results = []
     with sync_playwright() as playwright:

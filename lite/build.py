@@ -124,9 +124,10 @@ def entry(wheel: Path, name: str, version: str, imports: list, depends: list) ->
 
 
 def extra_entries(wheels: Path, kit: Path, pins: dict) -> dict:
-    """Lock entries for the wheels Pyodide does not ship (the kit, widgets, greenlet)."""
-    stub = kernel_widgets_stub()
-    shutil.copy(stub, wheels / stub.name)
+    """Lock entries for the wheels Pyodide does not ship: the kit, widgets, greenlet, and the
+    kernel's own (piplite, pyodide-kernel, its ipykernel shim), so that all load at once."""
+    kernel = {name: copy_kernel_wheel(name, wheels)
+              for name in ("piplite", "pyodide_kernel", "ipykernel", "widgetsnbextension-4")}
     kit_version = kit.name.split("-")[1]
     return {
         "percolator-ref": entry(kit, "percolator-ref", kit_version, ["percolator_ref"],
@@ -139,19 +140,30 @@ def extra_entries(wheels: Path, kit: Path, pins: dict) -> dict:
                                               pins["jupyterlab-widgets"]),
                                     "jupyterlab-widgets", pins["jupyterlab-widgets"],
                                     ["jupyterlab_widgets"], []),
-        "widgetsnbextension": entry(wheels / stub.name, "widgetsnbextension",
-                                    stub.name.split("-")[1], ["widgetsnbextension"], []),
+        "widgetsnbextension": kernel_entry(kernel["widgetsnbextension-4"], []),
         "ipywidgets": entry(wheel_for(wheels, "ipywidgets", pins["ipywidgets"]), "ipywidgets",
                             pins["ipywidgets"], ["ipywidgets"],
                             ["comm", "ipython", "traitlets", "jupyterlab-widgets",
                              "widgetsnbextension"]),
+        "piplite": kernel_entry(kernel["piplite"], ["micropip"]),
+        "pyodide-kernel": kernel_entry(kernel["pyodide_kernel"], ["comm", "ipython"]),
+        "ipykernel": kernel_entry(kernel["ipykernel"], ["pyodide-kernel"]),
     }
 
 
-def kernel_widgets_stub() -> Path:
-    """The kernel's own empty widgetsnbextension 4 wheel (the lab extension is installed)."""
+def kernel_entry(wheel: Path, depends: list) -> dict:
+    name, version = wheel.name.split("-")[:2]
+    return entry(wheel, name.replace("_", "-"), version, [name], depends)
+
+
+def copy_kernel_wheel(prefix: str, wheels: Path) -> Path:
+    """One of the pyodide kernel's own wheels (shipped in its lab extension), copied to ``wheels``."""
     share = Path(sys.prefix) / "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension"
-    return next((share / "static/pypi").glob("widgetsnbextension-4.*.whl"))
+    found = sorted((share / "static/pypi").glob(f"{prefix}*.whl"))
+    if len(found) != 1:
+        raise SystemExit(f"expected one {prefix}*.whl in the pyodide kernel's extension, found {found}")
+    shutil.copy(found[0], wheels / found[0].name)
+    return wheels / found[0].name
 
 
 def assemble_pyodide(cache: Path, src: Path) -> None:
@@ -174,12 +186,13 @@ def assemble_pyodide(cache: Path, src: Path) -> None:
             shutil.copy(wheel, pyodide / wheel.name)
         else:
             spec["file_name"] = f"{PYODIDE_CDN}/{spec['file_name']}"
-    for name, spec in extra_entries(wheels, kit, pins).items():
+    extra = extra_entries(wheels, kit, pins)
+    for name, spec in extra.items():
         shutil.copy(wheels / spec["file_name"] if name != "percolator-ref" else kit, pyodide)
         packages[name] = spec
     lock_path.write_text(json.dumps(lock, indent=1, sort_keys=True))
     print(f"pyodide {PYODIDE_VERSION}: {len(local)} lock packages served locally, "
-          f"{len(packages) - len(local) - 6} from Pyodide's CDN on demand")
+          f"{len(packages) - len(local) - len(extra)} from Pyodide's CDN on demand")
 
 
 def assemble_contents(src: Path) -> Path:
