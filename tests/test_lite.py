@@ -9,11 +9,16 @@ the browser, Pyodide runs the kit from the site's own wheels:
   cells, the self-check passes;
 - notebook 02's stepper: ``Step`` three times shows the primary lock; the
   two-transfer stepper then steps a branch (``Back``, then the other
-  transaction) and the table shows the new branch.
+  transaction) and the table shows the new branch;
+- notebook 07 (Redis, processes) stops at its first cell with a note.
+
+Without a browser: the site serves npm's Pyodide at the kernel's version, and
+every wheel loaded at start is in the site with the lock file's sha256.
 
 The site is built by ``make lite`` (``make test`` builds it first and sets
 ``PERCOLATOR_REQUIRE_LITE=1``, so a missing site fails instead of skipping).
 """
+import hashlib
 import importlib.util
 import json
 import os
@@ -40,13 +45,44 @@ drive, serve = load("drive"), load("serve")
 ALL_PASSED = re.compile(r"\b(\d+)/\1 checks passed")     # "13/13 checks passed", not "0/13"
 
 
-@pytest.fixture(scope="module")
-def site():
-    """The base URL of build/lite served on 127.0.0.1 (a free port)."""
+def require_site() -> None:
     if not (SITE / "jupyter-lite.json").exists():
         if os.environ.get("PERCOLATOR_REQUIRE_LITE"):
             pytest.fail(f"{SITE} is not built: run make lite")
         pytest.skip(f"{SITE} is not built (make lite; make test builds it)")
+
+
+def test_the_site_serves_its_own_pyodide_and_every_local_wheel_matches_the_lock():
+    require_site()
+    from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
+    config = json.loads((SITE / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    kernel = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
+    assert kernel["pyodideUrl"] == "./static/pyodide/pyodide.mjs"
+    assert kernel["disablePyPIFallback"] is True
+    pyodide = SITE / "static" / "pyodide"
+    assert json.loads((pyodide / "package.json").read_text())["version"] == PYODIDE_VERSION
+    lock = json.loads((pyodide / "pyodide-lock.json").read_text())["packages"]
+    local = {name: spec for name, spec in lock.items() if "://" not in spec["file_name"]}
+    for name, spec in local.items():
+        wheel = pyodide / spec["file_name"]
+        assert wheel.exists(), f"{name}: {wheel.name} is not in the site"
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == spec["sha256"], name
+    wanted = kernel["loadPyodideOptions"]["packages"]
+    todo, needed = list(wanted), set()          # everything loaded at start is local
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(lock[name]["depends"])
+    assert needed <= local.keys(), f"fetched from a CDN at start: {sorted(needed - local.keys())}"
+    assert {"percolator-ref", "greenlet-pyodide", "ipywidgets", "pyodide-kernel"} <= needed
+    assert "pandas" in lock and "pandas" not in local          # on demand, from Pyodide's CDN
+
+
+@pytest.fixture(scope="module")
+def site():
+    """The base URL of build/lite served on 127.0.0.1 (a free port)."""
+    require_site()
     if not os.path.exists(drive.CHROMIUM):
         pytest.skip(f"{drive.CHROMIUM} is missing (install Debian's chromium; .ci/run does)")
     pytest.importorskip("playwright.sync_api")
