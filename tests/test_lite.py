@@ -29,6 +29,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = Path(os.environ.get("PERCOLATOR_LITE_DIR", ROOT / "build" / "lite"))
+SCREENSHOT = ROOT / "artifacts" / "lite_branch.png"     # git-ignored
 KERNEL_START_S = 60          # generous: about 10 s on this machine
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(170)]
 
@@ -168,6 +169,10 @@ def test_notebook_02_steps_the_transfer_and_a_branch(lite):
     expect(widget).to_contain_text("frame 3: T8 get Joe", timeout=20_000)
     expect(table).not_to_contain_text("I am primary")
     expect(table).to_contain_text("6: data @ 5")
+    expect(widget).to_contain_text("a new branch from frame 2")
+    widget.scroll_into_view_if_needed()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
 
 
 def test_a_notebook_that_needs_a_local_python_stops_at_its_top_with_a_note(lite):
