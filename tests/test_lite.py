@@ -80,6 +80,19 @@ def test_the_site_serves_its_own_pyodide_and_every_local_wheel_matches_the_lock(
     assert "pandas" in lock and "pandas" not in local          # on demand, from Pyodide's CDN
 
 
+def test_browser_wheels_are_pinned_at_the_versions_jupyterlab_uses_here():
+    """lite/requirements-browser.txt: exact pins; the widget packages as in .venv / requirements.txt."""
+    import importlib.metadata
+    lines = (ROOT / "lite" / "requirements-browser.txt").read_text().splitlines()
+    pins = dict(line.split("#")[0].strip().split("==") for line in lines
+                if line.split("#")[0].strip())
+    assert "greenlet-pyodide" in pins
+    for name in ("ipywidgets", "comm", "jupyterlab-widgets"):
+        assert pins[name] == importlib.metadata.version(name), name
+    required = (ROOT / "requirements.txt").read_text()
+    assert f"ipywidgets=={pins['ipywidgets']}" in required
+
+
 @pytest.fixture(scope="module")
 def site():
     """The base URL of build/lite served on 127.0.0.1 (a free port)."""
