@@ -13,6 +13,7 @@ Every timestamp and balance comes from the per-run secret.
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.step import Step
 
@@ -197,7 +198,7 @@ def _lock_below(Answer, p, ctx):
     reader = w.begin(Answer, p["s_r"])
     finish = Once(lambda rt: rt.client == reader.client,
                   lambda rt: w.commit_point(values, p["s_w"], p["c_w"]))
-    w.cluster.bigtable.interceptors.append(finish)   # W commits right after your first read
+    attach(w.cluster.bigtable, finish)   # W commits right after your first read
     return {"get": outcome(reader.get, "Bob", "bal"), "fired": finish.fired}
 
 

@@ -13,6 +13,7 @@ are hidden while grading, so the worlds are written cell by cell
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
 from .framework import Exercise, outcome, plain, require
@@ -277,9 +278,8 @@ def _atomic(Answer, p, ctx):
         if not w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal")):
             w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
     hook = Once(lambda rt: rt.client == t.client and rt.row == "Bob", squeeze_in)
-    w.cluster.bigtable.interceptors.append(hook)
-    commit = outcome(t.commit)
-    w.cluster.bigtable.interceptors.remove(hook)
+    with attach(w.cluster.bigtable, hook):
+        commit = outcome(t.commit)
     return _observe(w, t, commit=commit)
 
 

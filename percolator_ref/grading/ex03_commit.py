@@ -17,6 +17,7 @@ from __future__ import annotations
 from percolator_ref import Transaction
 from percolator_ref.errors import ClientCrash
 from percolator_ref.faults import StoreFailsAt
+from percolator_ref.interceptors import Attachment, attach
 from percolator_ref.step import PREWRITE_STEPS, Step
 
 from .framework import Exercise, outcome, plain, require
@@ -52,15 +53,14 @@ def _writes_record(rt) -> bool:
     return any(column.endswith(":write") and value is not None for column, _, value in rt.mutations)
 
 
-def _crash_after_first_write_record(w, t, row=None) -> Once:
+def _crash_after_first_write_record(w, t, row=None) -> Attachment:
     """The client dies right after its first row transaction that writes a write record."""
     def die(rt):
         t.session.crash()
         raise ClientCrash(str(rt.step), 0)
     hook = Once(lambda rt: rt.client == t.client and _writes_record(rt)
                 and (row is None or rt.row == row), die)
-    w.cluster.bigtable.interceptors.append(hook)
-    return hook
+    return attach(w.cluster.bigtable, hook)
 
 
 def _commit_ts(obs, p) -> int:
@@ -114,7 +114,7 @@ def _ts_after_locks(Answer, p, ctx):
         r.abandon()
     hook = Once(lambda rt: rt.client == t.client and rt.step in PREWRITE_STEPS and rt.row == "Joe",
                 reader_reads_joe, at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     return dict(seen, commit=outcome(t.commit), commit_ts=plain(t.commit_ts), fired=hook.fired)
 
 
@@ -140,10 +140,11 @@ def _primary_first(Answer, p, ctx):
     w, t = _transfer(Answer, p)
     first = []
     hook = _crash_after_first_write_record(w, t)
-    w.cluster.bigtable.interceptors.insert(0, Once(
-        lambda rt: rt.client == t.client and _writes_record(rt), lambda rt: first.append(rt.row)))
+    attach(w.cluster.bigtable, Once(
+        lambda rt: rt.client == t.client and _writes_record(rt), lambda rt: first.append(rt.row)),
+        first=True)
     commit = outcome(t.commit)
-    w.cluster.bigtable.interceptors.remove(hook)
+    hook.detach()
     return {"commit": commit, "first": first, "bob": w.read("Bob", "bal"),
             "joe": w.read("Joe", "bal")}
 
@@ -175,7 +176,7 @@ def _lock_gone(Answer, p, ctx):
         w.read("Bob", "bal")
     hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY, cleaner,
                 at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     commit = outcome(t.commit)
     return {"fired": hook.fired, "commit": commit, "commit_ts": plain(t.commit_ts),
             "cells": w.cells()}
@@ -254,7 +255,7 @@ def _notifications(Answer, p, ctx):
     t.notify("Ann", "mail", table="inbox")
     hook = _crash_after_first_write_record(w, t, row="Bob")
     commit = outcome(t.commit)
-    w.cluster.bigtable.interceptors.remove(hook)
+    hook.detach()
     return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
 
 
@@ -279,7 +280,7 @@ def _store_fails(Answer, p, ctx):
     for key, step, applied in (("after", Step.COMMIT_SECONDARY, False),
                                ("during", Step.COMMIT_PRIMARY, True)):
         w, t = _transfer(Answer, p)
-        w.cluster.bigtable.interceptors.append(StoreFailsAt(step, applied=applied, client=t.client))
+        attach(w.cluster.bigtable, StoreFailsAt(step, applied=applied, client=t.client))
         out[key] = outcome(t.commit)
         out[key + "_cells"] = w.cells()
         out[key + "_joe"] = w.read("Joe", "bal")

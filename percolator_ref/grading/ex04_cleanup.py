@@ -7,9 +7,9 @@ reference's ``get`` and ``scan`` call it (``cleanup.backoff_and_maybe_cleanup_lo
 or call it directly.
 
 While grading, the reference cleanup is hidden: the function itself and the
-steps it is made of (``cleanup_lock``, ``resolve_primary``, ``roll_forward``,
-``roll_back``), so the student resolves the lock with the row-level helpers of
-:mod:`percolator_ref.rows`. The worlds are written cell by cell
+steps it is made of (``cleanup_lock``, ``resolve_primary`` and the
+:class:`~percolator_ref.cleanup.Cleanup` methods ``roll_forward``, ``roll_back``), so
+the student resolves the lock with the row-level helpers of :mod:`percolator_ref.rows`. The worlds are written cell by cell
 (:mod:`.protocol_world`); the readers are reference transactions (Get is not
 hidden here).
 """
@@ -20,6 +20,7 @@ from contextlib import contextmanager
 
 from percolator_ref import Transaction, cleanup
 from percolator_ref.errors import ClientCrash
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.session import Session
 from percolator_ref.step import Step
@@ -32,8 +33,9 @@ exercise = Exercise(
     4, "lock cleanup: roll forward, roll back, only for dead clients",
     answer="backoff_and_maybe_cleanup_lock", graded={"backoff_and_maybe_cleanup_lock": ()},
     hidden=tuple(f"percolator_ref.cleanup:{name}" for name in (
-        "backoff_and_maybe_cleanup_lock", "cleanup_lock", "resolve_primary", "roll_forward",
-        "roll_back")))
+        "backoff_and_maybe_cleanup_lock", "cleanup_lock", "resolve_primary",
+        "Cleanup.backoff_and_maybe_cleanup_lock", "Cleanup.cleanup_lock",
+        "Cleanup.resolve_primary", "Cleanup.roll_forward", "Cleanup.roll_back")))
 
 BALANCES = ("b0", "j0", "b1", "j1", "j2")
 BOB, JOE = Cell(TABLE, "Bob", "bal"), Cell(TABLE, "Joe", "bal")
@@ -226,7 +228,7 @@ def _race(fn, p, ctx):
     seen = {}
     hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY,
                 lambda rt: seen.update(_half_cleanup(fn, w)), at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     commit = outcome(t.commit)
     return dict(seen, commit=commit, cells=w.cells())
 
@@ -242,7 +244,7 @@ def _half_cleanup(fn, w) -> dict:
         r.session.crash()
         raise ClientCrash(str(rt.step), 1)
     dies = Once(lambda rt: rt.client == r.client and rt.mutations, die)
-    w.cluster.bigtable.interceptors.append(dies)
+    attach(w.cluster.bigtable, dies)
     with plugged(fn):
         got = outcome(r.get, "Joe", "bal")
     return {"first": first, "r_get": got}

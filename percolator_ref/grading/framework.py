@@ -13,7 +13,7 @@ maps ``NN`` to the module. Everything else is found from that object.
            5, "timestamp oracle: ranges and a persisted high-water mark",
            answer="Oracle",                          # the name the check cell passes
            graded={"Oracle": ("__init__", "get_timestamp")},
-           hidden=("percolator_ref.oracle:TimestampOracle",),
+           hidden=("percolator_ref.services.oracle:TimestampOracle",),
            forbidden_bases=("TimestampOracle",))
 
    - ``answer``: the object the checks receive; it must be the name that the

@@ -16,11 +16,11 @@ from __future__ import annotations
 import threading
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from ..cluster import Cluster
-from .attach import (RowTransactionAdmission, SimulatedLockService, SimulatedOracle,
-                     attach_interceptor)
+from ..interceptors import attach
+from .attach import RowTransactionAdmission, SimulatedLockService, SimulatedOracle
 from .calibration import Calibration
 from .engine import Resource, SimulatedClock, Simulator
 
@@ -124,7 +124,7 @@ class SimulatedCluster:
         self.lock_service = Resource(self.sim, "lock-service")
         for resource in self.resources():
             resource.window = window
-        self._detach: Optional[Callable] = None
+        self._admission = None
 
     def resources(self) -> list:
         """Every simulated resource."""
@@ -141,11 +141,11 @@ class SimulatedCluster:
         cluster = self.cluster
         cluster.oracle = SimulatedOracle(self, self.oracle.oracle)
         cluster.lockservice = SimulatedLockService(self, cluster.clock, cluster.lock_ttl)
-        self._detach = attach_interceptor(cluster, RowTransactionAdmission(self))
+        self._admission = attach(cluster.bigtable, RowTransactionAdmission(self))
 
     def detach(self) -> None:
         """Back to the plain cluster (for the drain and the invariant checks)."""
-        if self._detach is not None:
-            self._detach()
-            self._detach = None
+        if self._admission is not None:
+            self._admission.detach()
+            self._admission = None
         self.cluster.oracle = self.oracle.oracle

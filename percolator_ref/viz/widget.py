@@ -19,8 +19,6 @@ import sys
 
 import ipywidgets as widgets
 
-from .stepper import Stepper
-
 IN_BROWSER = sys.platform == "emscripten"
 _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
 
@@ -28,8 +26,9 @@ _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
 class StepperWidget(widgets.VBox):
     """``StepperWidget(stepper)``; ``display`` it (or leave it last in a cell)."""
 
-    def __init__(self, stepper: Stepper):
-        if not isinstance(stepper, Stepper):
+    def __init__(self, stepper):
+        if not all(callable(getattr(stepper, name, None)) for name in ("step", "back", "reset",
+                                                                        "crash")):
             raise TypeError(f"stepper must be a Stepper, got {type(stepper).__name__}")
         self.stepper = stepper
         self.step_button = widgets.Button(description="Step", button_style="primary",
@@ -68,14 +67,14 @@ class StepperWidget(widgets.VBox):
         self._apply(action, *args)
 
     def _apply(self, action, *args) -> None:
-        forks = len(self.stepper.abandoned)
+        forks = len(getattr(self.stepper, "abandoned", ()))
         try:
             action(*args)
         except ValueError as exc:          # e.g. Step when everything finished
             self.refresh(message=str(exc))
             return
         message = ""
-        if len(self.stepper.abandoned) > forks:
+        if len(getattr(self.stepper, "abandoned", ())) > forks:
             at, dropped = self.stepper.abandoned[-1]
             message = (f"a new branch from frame {at}; the old branch's {len(dropped)} "
                        f"frame(s) after it are in stepper.abandoned")

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Cell, write_col
+from ..model import Cell, TxStatus, WriteKind, write_col
 
 
 @dataclass
@@ -37,13 +37,13 @@ class TxnRecord:
     client: str
     start_ts: int
     commit_ts: Optional[int] = None
-    status: str = "open"           # open / committed / aborted / crashed
+    status: TxStatus = TxStatus.OPEN
     reads: list = field(default_factory=list)     # [(cell, version, value)]
     writes: list = field(default_factory=list)    # [(cell, kind_name, value)]
 
     @property
     def committed(self) -> bool:
-        return self.status == "committed"
+        return self.status == TxStatus.COMMITTED
 
 
 class History:
@@ -67,10 +67,10 @@ class History:
     def resolve_crashed(self, bigtable) -> None:
         """Settle each crashed transaction by its primary: committed iff it has a write record."""
         for record in self.records:
-            if record.status not in ("crashed", "unknown"):
+            if record.status not in (TxStatus.CRASHED, TxStatus.UNKNOWN):
                 continue
             record.commit_ts = _primary_commit_ts(bigtable, record)
-            record.status = "committed" if record.commit_ts is not None else "aborted"
+            record.status = TxStatus.COMMITTED if record.commit_ts is not None else TxStatus.ABORTED
 
     def clear(self) -> None:
         with self._lock:
@@ -86,7 +86,7 @@ def _primary_commit_ts(bigtable, record: TxnRecord) -> Optional[int]:
     primary: Cell = record.writes[0][0]
     for commit_ts, write in bigtable.versions(primary.table, primary.row, write_col(primary.column)):
         if write.start_ts == record.start_ts:
-            return commit_ts
+            return None if write.kind is WriteKind.ROLLBACK else commit_ts
     return None
 
 
