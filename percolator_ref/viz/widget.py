@@ -64,7 +64,11 @@ class StepperWidget(widgets.VBox):
             self._apply(action, *args)
 
     async def _act_later(self, action, *args) -> None:
-        self._apply(action, *args)
+        try:
+            self._apply(action, *args)
+        except Exception as exc:           # no caller to see it: show it under the table
+            self.refresh(message=f"{type(exc).__name__}: {exc}")
+            raise
 
     def _apply(self, action, *args) -> None:
         forks = len(getattr(self.stepper, "abandoned", ()))
