@@ -18,7 +18,7 @@ import math
 import sys
 from urllib.parse import urlparse
 
-__all__ = ["Count", "OneLineParser", "Seconds", "backend_argument", "refuse"]
+__all__ = ["Count", "Number", "OneLineParser", "Seconds", "backend_argument", "refuse"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -66,6 +66,25 @@ class Seconds:
 
     def __str__(self):
         return f"{'[0' if self.zero else '(0'}, {self.high:g}] s"
+
+
+class Number:
+    """A finite number in ``[low, high]`` (a factor, not a duration)."""
+
+    def __init__(self, low: float, high: float):
+        self.low, self.high = low, high
+
+    def __call__(self, text: str) -> float:
+        try:
+            value = float(text)
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"must be a number in {self}, got {text!r}") from None
+        if not (math.isfinite(value) and self.low <= value <= self.high):
+            raise argparse.ArgumentTypeError(f"must be a finite number in {self}, got {text!r}")
+        return value
+
+    def __str__(self):
+        return f"[{self.low:g}, {self.high:g}]"
 
 
 def backend_argument(*words: str):

@@ -5,19 +5,22 @@ import argparse
 import json
 import sys
 
-from .arguments import Count, Seconds, refuse
+from .arguments import Count, Number, Seconds, refuse
 
 MACHINES = Count(1, 2_000)
 PER_MACHINE = Count(1, 1_000)
 BROKERS = Count(1, 100_000)
 CORES = Count(1, 64)
 SIMULATED = Seconds(1.0)
+SEEDS = Count(1, 100)
+EPSILON_US = Count(0, 1_000_000)
+SLOWDOWN = Number(1.0, 10_000.0)
 SEED = Count(0, 2 ** 32 - 1)
 FULL_SIZES = (1, 10, 100, 1000)
 QUICK_SIZES = (1, 4, 16, 32)
 QUICK = {"reference_machines": 32}
 INT_SETTINGS = ("clients_per_machine", "customers_per_machine", "securities_per_machine",
-                "brokers", "worker_cores", "tablet_server_cores")
+                "brokers", "worker_cores", "tablet_server_cores", "reference_machines")
 
 
 def register(subparsers) -> None:
@@ -38,11 +41,24 @@ def register(subparsers) -> None:
                    help="Trade-Result updates the broker's row (the hotspot)")
     p.add_argument("--no-oracle-batching", action="store_true",
                    help="one oracle request per timestamp (no batching per worker)")
+    p.add_argument("--truetime", type=EPSILON_US, default=None, metavar="EPSILON_US",
+                   help=f"no oracle: each machine's timestamps from its own simulated TrueTime "
+                        f"with this uncertainty in microseconds, {EPSILON_US} (Spanner's is "
+                        f"7000), with commit "
+                        "wait and reads at a safe time (notebook 10); try --warmup 0.2 "
+                        "--measure 0.1, as each transaction then waits milliseconds")
     p.add_argument("--calibration", metavar="FILE", default=None,
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
     add_model_arguments(p)
     p.add_argument("--seed", type=SEED, default=0, help=f"{SEED}")
+    p.add_argument("--seeds", type=SEEDS, default=1,
+                   help=f"run the sweep under this many seeds (--seed, --seed + 1, ...) and "
+                        f"report per size the mean and a 95%% interval of each figure, {SEEDS}")
+    p.add_argument("--oracle-slowdown", type=SLOWDOWN, default=1.0, metavar="K",
+                   help=f"multiply the oracle's service times by K, {SLOWDOWN}: few machines "
+                        f"then load the oracle as K times as many would (for long windows at "
+                        f"small cost)")
     p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
                    help="how simulated clients keep their call stacks (default: greenlets "
                         "when the greenlet package is installed; the results are the same)")
@@ -66,6 +82,9 @@ def add_model_arguments(p) -> None:
                    help=f"a worker's cores per machine, {CORES}")
     p.add_argument("--tablet-server-cores", type=CORES, default=1,
                    help=f"a tablet server's cores per machine, {CORES}")
+    p.add_argument("--reference-machines", type=MACHINES, default=100,
+                   help=f"a size below this is measured as several runs pooled, to total "
+                        f"about this many machine-runs, {MACHINES} (default 100; --quick: 32)")
     p.add_argument("--warmup", type=SIMULATED, default=None, metavar="SECONDS",
                    help=f"simulated seconds before measuring, while orders and results fill "
                         f"the pipeline, {SIMULATED} (default 0.015)")
@@ -95,7 +114,7 @@ def settings_of(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
-    kw = dict(QUICK) if args.quick else {}
+    kw = {}
     for name in ("warmup", "measure"):
         value = getattr(args, name)
         if value is not None:
@@ -103,8 +122,13 @@ def settings_of(args):
                 raise ValueError(f"--{name} must be > 0 simulated seconds, got {value}")
             kw[f"{name}_s"] = value
     kw.update({name: getattr(args, name) for name in INT_SETTINGS})
+    if args.quick and args.reference_machines == 100:       # the default, unless asked
+        kw.update(QUICK)
+    if args.truetime is not None and args.truetime < 0:
+        raise ValueError(f"--truetime must be >= 0 microseconds, got {args.truetime}")
     return ScaleSettings(broker_fix=not args.no_broker_fix,
-                         oracle_batching=not args.no_oracle_batching, seed=args.seed, **kw)
+                         oracle_batching=not args.no_oracle_batching, seed=args.seed,
+                         truetime_epsilon_us=args.truetime, **kw)
 
 
 def calibration_of(args, progress: bool):
@@ -119,14 +143,23 @@ def calibration_of(args, progress: bool):
 
 def run(args) -> int:
     from ..sim.scaling import sweep
+    from ..sim.seeds import slower_oracle, sweep_seeds
     progress = not args.no_progress
     try:
         sizes = parse_sizes(args.machines, args.quick)
         settings = settings_of(args)
-        cal = calibration_of(args, progress)
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        if not args.oracle_slowdown >= 1:
+            raise ValueError(f"--oracle-slowdown must be >= 1, got {args.oracle_slowdown}")
+        cal = slower_oracle(calibration_of(args, progress), args.oracle_slowdown)
     except (TypeError, ValueError) as e:
         return refuse("scale", e)
-    result = sweep(sizes, settings, cal, progress=progress, carrier=args.carrier)
+    if args.seeds > 1:
+        result = sweep_seeds(sizes, settings, cal, args.seeds, progress, args.carrier)
+    else:
+        result = sweep(sizes, settings, cal, progress=progress, carrier=args.carrier)
+    result["oracle_slowdown"] = args.oracle_slowdown
     result["calibration"] = cal.to_dict()
     result["invariants_ok"] = all(p["invariants_ok"] for p in result["points"])
     if args.json:

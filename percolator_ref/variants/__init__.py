@@ -43,7 +43,9 @@ they see the paper's. A variant that writes something the paper does not
 every reader understands.
 
 Variants here: :class:`~percolator_ref.variants.rollback_records.RollbackRecords`
-(TiKV's rollback records).
+(TiKV's rollback records); :class:`~percolator_ref.variants.truetime.SpannerTimestamps`
+(Spanner's TrueTime instead of the oracle, with commit wait: a timestamp source
+and the ``commit_timestamp`` step).
 """
 from __future__ import annotations
 
