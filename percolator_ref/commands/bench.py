@@ -37,6 +37,17 @@ def register(subparsers) -> None:
     p.add_argument("--model-latency", type=LATENCY, default=0.0002,
                    help=f"also run with this modeled round trip per row transaction, "
                         f"{LATENCY} (0 to skip)")
+    add_clients_arguments(p)
+    p.add_argument("--store-cpu", action="store_true",
+                   help="with a Redis backend: the server's CPU per operation (INFO cpu), the "
+                        "oracle measured apart, and the ratios a store-bound server would show "
+                        "(§3.2's tablet server was the bottleneck), beside the wall-clock ratios")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def add_clients_arguments(p) -> None:
+    """``--clients`` and the arguments that go with it."""
     p.add_argument("--clients", type=CLIENTS, default=None,
                    help="Figure 8 with this many concurrent client PROCESSES (needs a Redis "
                         "backend): each runs --threads threads and has a batching oracle "
@@ -50,12 +61,6 @@ def register(subparsers) -> None:
     p.add_argument("--profile", action="store_true",
                    help="with --clients: add a cProfile of one client thread's raw and "
                         "Percolator reads (where the client's CPU goes)")
-    p.add_argument("--store-cpu", action="store_true",
-                   help="with a Redis backend: the server's CPU per operation (INFO cpu), the "
-                        "oracle measured apart, and the ratios a store-bound server would show "
-                        "(§3.2's tablet server was the bottleneck), beside the wall-clock ratios")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.set_defaults(func=run)
 
 
 def run_clients(args) -> int:

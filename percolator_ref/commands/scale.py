@@ -51,6 +51,17 @@ def register(subparsers) -> None:
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
     add_model_arguments(p)
+    add_seed_arguments(p)
+    p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
+                   help="how simulated clients keep their call stacks (default: greenlets "
+                        "when the greenlet package is installed; the results are the same)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def add_seed_arguments(p) -> None:
+    """The seeds and the oracle's slowdown."""
     p.add_argument("--seed", type=SEED, default=0, help=f"{SEED}")
     p.add_argument("--seeds", type=SEEDS, default=1,
                    help=f"run the sweep under this many seeds (--seed, --seed + 1, ...) and "
@@ -59,12 +70,6 @@ def register(subparsers) -> None:
                    help=f"multiply the oracle's service times by K, {SLOWDOWN}: few machines "
                         f"then load the oracle as K times as many would (for long windows at "
                         f"small cost)")
-    p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
-                   help="how simulated clients keep their call stacks (default: greenlets "
-                        "when the greenlet package is installed; the results are the same)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.set_defaults(func=run)
 
 
 def add_model_arguments(p) -> None:
