@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from percolator_ref.variants.lock_ttl import LockTTL
+from percolator_ref.variants.one_pc import OnePC
 from percolator_ref.variants.rollback_records import RollbackRecords
 from percolator_ref.workloads import hermitage
 from percolator_ref.workloads.bank import COLUMN, check_invariants, run_bank, transfer
@@ -19,6 +20,8 @@ from helpers import all_locks, fresh_view
 VARIANTS = {
     "lock-ttl": lambda: [LockTTL()],
     "lock-ttl+rollback-records": lambda: [LockTTL(), RollbackRecords()],
+    "one-pc": lambda: [OnePC()],
+    "one-pc+lock-ttl+rollback-records": lambda: [OnePC(), LockTTL(), RollbackRecords()],
 }
 # (the last row transaction before the commit point, row transactions of a transfer's commit)
 COMMIT_POINT = {name: (3, 4) for name in VARIANTS}
