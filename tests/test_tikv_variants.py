@@ -12,6 +12,7 @@ import pytest
 from percolator_ref.variants.async_commit import AsyncCommit
 from percolator_ref.variants.lock_ttl import LockTTL
 from percolator_ref.variants.one_pc import OnePC
+from percolator_ref.variants.pessimistic import PessimisticLocks
 from percolator_ref.variants.rollback_records import RollbackRecords
 from percolator_ref.workloads import hermitage
 from percolator_ref.workloads.bank import COLUMN, check_invariants, run_bank, transfer
@@ -25,6 +26,7 @@ VARIANTS = {
     "one-pc+lock-ttl+rollback-records": lambda: [OnePC(), LockTTL(), RollbackRecords()],
     "async-commit": lambda: [AsyncCommit()],
     "async-commit+rollback-records": lambda: [AsyncCommit(), RollbackRecords()],
+    "pessimistic-locks+rollback-records": lambda: [PessimisticLocks(), RollbackRecords()],
 }
 MEMORY_ONLY = {"async-commit", "async-commit+rollback-records"}     # max_ts: in the store's memory
 # (the row transaction that decides the commit, row transactions of a transfer's commit)

@@ -168,7 +168,8 @@ def contention(variants: Callable = list, seed: int = 7, transfer_fn: Callable =
         raise RuntimeError(f"six transfers did not finish in {max_moves} moves")
     results = [r.result for r in s.runners]
     events = [e for f in s.frames for e in f.events]
-    return {"stepper": s, "committed": results.count(True), "aborted": results.count(False),
+    return {"stepper": s, "committed": results.count(True),
+            "aborted": len(results) - results.count(True), "deadlocks": results.count("deadlock"),
             "waits": sum(1 for e in events if "wait" in e.note),
             "row transactions": len(events)}
 
@@ -179,7 +180,7 @@ def contention_table(configurations: dict, seed: int = 7) -> pd.DataFrame:
     for name, (variants, transfer_fn) in configurations.items():
         found = contention(variants, seed, transfer_fn)
         rows.append({"configuration": name, "committed": found["committed"],
-                     "aborted": found["aborted"],
+                     "aborted": found["aborted"], "of them deadlocks": found["deadlocks"],
                      "abort rate": found["aborted"] / (found["committed"] + found["aborted"]),
                      "row transactions that waited": found["waits"],
                      "row transactions": found["row transactions"]})
@@ -353,3 +354,80 @@ def primary_lock(cluster, row: str = "Bob", column: str = "bal"):
     """The lock on ``row.column`` (None if there is none)."""
     versions = cluster.bigtable.versions("default", row, f"{column}:lock")
     return versions[0][1] if versions else None
+
+
+def write_both(cluster) -> bool:
+    """A writer: Bob and Joe both to 0 (no reads, so its commit starts at once)."""
+    t = cluster.begin()
+    t.set("Bob", "bal", 0)
+    t.set("Joe", "bal", 0)
+    return t.commit()
+
+
+def async_stepper(variants: Callable) -> Stepper:
+    """Async commit's scenario: the writer's commit has taken its timestamps when the
+    reader begins; the reader reads Bob before the writer's prewrites, Joe after its commit."""
+    return Stepper({"writer": write_both, "reader": read_both_bob_first}, setup=figure4_setup,
+                   cleaner=None, make_cluster=lambda: make(variants, first_timestamp=5))
+
+
+def read_both_bob_first(cluster) -> tuple:
+    """A reader: Bob's balance, then Joe's."""
+    t = cluster.begin()
+    bob = t.get("Bob", "bal")
+    joe = t.get("Joe", "bal")
+    t.commit()
+    return bob, joe
+
+
+def drive_async(s: Stepper) -> Stepper:
+    """Reader reads Bob; the writer runs to its end; the reader reads Joe and ends."""
+    writer, reader = s.runners
+    s.step(reader.name)
+    while writer.runnable:
+        s.step(writer.name)
+    while reader.runnable:
+        s.step(reader.name)
+    return s
+
+
+# -- pessimistic locks ------------------------------------------------------------------------
+def pessimistic_transfer(cluster, src: str = "Bob", dst: str = "Joe", amount: int = 7,
+                         ordered: bool = False):
+    """:func:`~percolator_ref.viz.scenarios.transfer` with both reads ``get_for_update``
+    (needs the pessimistic-locks variant): True (committed), False (a conflict) or
+    ``"deadlock"`` (aborted by the deadlock detector). ``ordered``: lock the two
+    accounts in name order (every transaction in one global order: no cycle can form)."""
+    from ..variants.pessimistic import Deadlock
+    t = cluster.begin()
+    first, second = sorted((src, dst)) if ordered else (src, dst)
+    try:
+        found = {first: t.get_for_update(first, "bal"), second: t.get_for_update(second, "bal")}
+    except Deadlock:
+        return "deadlock"
+    a, b = found[src], found[dst]
+    t.set(src, "bal", a - amount)
+    t.set(dst, "bal", b + amount)
+    return t.commit()
+
+
+def crossing_transfers_stepper(variants: Callable) -> Stepper:
+    """Two pessimistic transfers that lock in opposite orders: Bob -> Joe and Joe -> Bob."""
+    return Stepper({"bob_to_joe": pessimistic_transfer,
+                    "joe_to_bob": partial(pessimistic_transfer, src="Joe", dst="Bob", amount=1)},
+                   setup=figure4_setup, cleaner=None,
+                   make_cluster=lambda: make(variants, first_timestamp=5, lock_ttl=10.0))
+
+
+def drive_crossing(s: Stepper, max_moves: int = 60) -> Stepper:
+    """Each locks its first account; then they alternate until both end (or ``max_moves``)."""
+    first, second = s.runners
+    s.step(first.name)
+    s.step(second.name)
+    for _ in range(max_moves):
+        movers = [r for r in (first, second) if r.runnable]
+        if not movers:
+            break
+        for runner in movers:
+            s.step(runner.name)
+    return s
