@@ -271,6 +271,7 @@ def test_tikv_is_listed_as_a_successor_not_as_the_paper():
     paper_part = text[:text.index("## Successors: TiKV")]
     successors = text[text.index("## Successors: TiKV"):text.index(UNSCANNED_MAP_PART)]
     assert "TiKV" not in paper_part.split("## Figures", 1)[1]   # not in the paper's tables
-    for variant in ("rollback_records.py", "lock_ttl.py", "one_pc.py"):
+    for variant in ("rollback_records.py", "lock_ttl.py", "one_pc.py", "async_commit.py",
+                    "pessimistic.py"):
         assert variant in successors
     assert "09_what_tikv_changed.ipynb" in successors
