@@ -87,6 +87,7 @@ class Transaction:
         if client is not None:
             check_name(client, "client")
         self.cluster = cluster
+        began_at = cluster.clock.now()      # real time before start_ts (the external order)
         self.start_ts: int = cluster.oracle.get_timestamp()
         self.commit_ts: Optional[int] = None
         self.client = client if client is not None else f"T{self.start_ts}"
@@ -96,7 +97,8 @@ class Transaction:
         self.status = TxStatus.OPEN
         self.phase = CommitPhase.PREWRITE   # what a store failure means (compare with ==:
                                             # a subclass may set the phase's string)
-        self.record = cluster.history.begin(self) if cluster.history is not None else None
+        self.record = (cluster.history.begin(self, began_at) if cluster.history is not None
+                       else None)
 
     def __repr__(self):
         return (f"<Transaction {self.client} start_ts={self.start_ts} "

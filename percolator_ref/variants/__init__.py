@@ -48,7 +48,9 @@ TTL and ``CheckTxnStatus``), :class:`~percolator_ref.variants.one_pc.OnePC` (one
 commit), :class:`~percolator_ref.variants.async_commit.AsyncCommit` (async commit,
 in-memory store) and :class:`~percolator_ref.variants.pessimistic.PessimisticLocks`
 (pessimistic locks, deadlock detection). The lock fields they add live in
-:mod:`percolator_ref.variants.locks`.
+:mod:`percolator_ref.variants.locks`. Spanner's:
+:class:`~percolator_ref.variants.truetime.SpannerTimestamps` (TrueTime instead of the
+oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; notebook 10).
 """
 from __future__ import annotations
 
