@@ -101,13 +101,17 @@ def is_pessimistic(lock) -> bool:
 class PessimisticTransaction:
     """Transaction mixin: ``get_for_update``, waits, deadlock detection, lock release."""
 
+    def __init__(self, cluster, client=None):
+        super().__init__(cluster, client)
+        self.locked: dict = {}            # cell -> the ts of our pessimistic lock there
+        self.plain_reads = False          # a plain get fixed the snapshot
+
     def get_for_update(self, row: str, column: str, table: str = DEFAULT_TABLE):
         """Lock the cell for this transaction (waiting for a live holder), then read it."""
         self.check_open()
         cell = check_cell(row, column, table)
-        if getattr(self, "plain_reads", False):
+        if self.plain_reads:
             raise ValueError("get_for_update must come before any plain get of the transaction")
-        self.locked = getattr(self, "locked", {})
         attempt = 0
         while not self.acquire_pessimistic_lock(cell, attempt):
             attempt += 1
@@ -157,7 +161,7 @@ class PessimisticTransaction:
     def prewrite(self, m, primary) -> bool:
         """On a cell we locked for update: in ONE row transaction, our pessimistic lock
         becomes the paper's lock (and data); elsewhere the paper's prewrite."""
-        lock_ts = getattr(self, "locked", {}).pop(m.cell, None)
+        lock_ts = self.locked.pop(m.cell, None)
         if lock_ts is None:
             return super().prewrite(m, primary)
         is_primary = m.cell == primary
@@ -178,7 +182,7 @@ class PessimisticTransaction:
         try:
             return super().two_phase_commit()
         finally:
-            for cell in list(getattr(self, "locked", {})):
+            for cell in list(self.locked):
                 self.release(cell)
 
     def release(self, cell: Cell) -> None:
@@ -192,7 +196,7 @@ class PessimisticTransaction:
     def abort_pessimistic(self) -> None:
         """Release every pessimistic lock and close the transaction as aborted."""
         self.graph().done(self.client)
-        for cell in list(getattr(self, "locked", {})):
+        for cell in list(self.locked):
             self.release(cell)
         self.abandon()
 
