@@ -147,3 +147,9 @@ def test_a_missing_secondary_rolls_the_transaction_back_and_its_late_prewrite_is
 def test_async_commit_refuses_the_redis_store(redis_url):
     with pytest.raises(ValueError, match="in-memory store"):
         Cluster(backend=redis_url, variants=[AsyncCommit()])
+
+
+def test_async_commit_refuses_to_compose_with_the_lock_ttl():
+    from percolator_ref.variants.lock_ttl import LockTTL
+    with pytest.raises(ValueError, match="does not compose with LockTTL"):
+        Cluster(clock=ManualClock(), variants=[AsyncCommit(), LockTTL()])

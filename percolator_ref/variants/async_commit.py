@@ -251,6 +251,10 @@ class AsyncCommit(Variant):
         if type(cluster.bigtable) is not Bigtable:
             raise ValueError("variants: AsyncCommit needs the in-memory store (backend=None): "
                              "its max_ts lives in the store's memory")
+        if any(v.name == "lock-ttl" for v in cluster.variants):
+            raise ValueError("variants: AsyncCommit does not compose with LockTTL here: its "
+                             "status check would roll back an expired async-commit primary, "
+                             "which only a check of every secondary may decide")
         return EvenTimestamps(oracle)
 
 
