@@ -14,13 +14,14 @@ markdown cell states, that it equals a value of some ``# prose numbers`` dict
 of a code cell above it (rounded to the digits the prose shows; ``40%`` also
 matches 0.4), or that it is one of the paper's own figures (:data:`PAPER`) in
 a cell that cites the paper (a small one, 1 to 10, only in a sentence that
-cites it). A ``# prose numbers`` dict must be asserted in
-its own cell, by name.
+cites it), or one of Spanner's figures as seed 004 gives them (:data:`SEED_004`,
+each checked against the seed's own words) in a cell that cites seed 004, by the
+same rule. A ``# prose numbers`` dict must be asserted in its own cell, by name.
 
 What counts as a number: digits standing alone (``12``, ``1,000``, ``0.23``,
 ``$-30``, ``40%``, ``30×``). Not numbers: names (``T7``, ``A0001``, files, ``2's``),
 references (``§3.2``, ``Figure 8``, ``notebook 3``, ``exercise 07``, ``part 5``,
-``state 4``, ``transaction 2``, ...), list and heading numerals, and anything
+``state 4``, ``transaction 2``, ``seed 004``, ...), list and heading numerals, and anything
 in code spans, code blocks, HTML tags or link targets. The self-tests below
 show the check failing on a notebook that breaks each rule.
 """
@@ -58,6 +59,19 @@ PAPER = {
 }
 CITES_PAPER = re.compile(r"\bpaper\b|§|\bFigures?\s+\d", re.I)
 
+# Spanner's figures, as the project's notes on Spanner carry them (seed 004, in Chinese): each
+# with the words of the seed that state it (checked against ../shared/seeds/004_*.txt below);
+# allowed only in a markdown cell that cites seed 004 (small ones only in a citing sentence).
+SEED_004 = {
+    30: "每30秒同步一次对时",            # TrueTime's machines synchronise every 30 s
+    200: "每秒不超过200微妙",            # an atomic clock drifts at most 200 µs per second
+    6: "不超过6毫秒",                    # so at most 6 ms between synchronisations
+    1: "1毫秒的网络延迟",                # plus 1 ms of network
+    7: "总误差不超过7毫秒",              # ε is at most 7 ms
+    14: "也就是14ms",                    # commit wait at most 2ε, 14 ms
+}
+CITES_SEED_004 = re.compile(r"\bseeds?[ /]004\b", re.I)
+
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _TAG = re.compile(r"<[^>]+>")
 _LINK = re.compile(r"\]\([^)]*\)")
@@ -65,15 +79,12 @@ _LEAD = re.compile(r"^\s*(?:#+\s*\d+(?:\.\d+)*\.?\s|\d+\.\s|[-*]\s)")
 _NUM = re.compile(r"(?<![\w.\-/\\])(?:\\?\$)?[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×)?"
                   r"(?![\w])")
 _REFERENCE = (r"§§?|\bfigures?|\bfig\.|\bnotebooks?|\bexercises?|\bparts?|\bstates?|\bsteps?"
-              r"|\bcells?|\bframes?|\bquestions?|\blines?|\bsections?|\btransactions?|\bchapters?|\bpoints?")
+              r"|\bseeds?|\bcells?|\bframes?|\bquestions?|\blines?|\bsections?|\btransactions?|\bchapters?|\bpoints?")
 _AFTER_REFERENCE = re.compile(rf"(?:{_REFERENCE})\s*(?:[\d.]+\s*(?:,|and|or|to|-|–)\s*)*$", re.I)
 
 # Notebooks added after these checks were written, by their own authors: visible in every
 # run as a skip with its reason until they follow the conventions (then remove them here).
-NOT_CONVERTED = {
-    "10_percolator_and_spanner.ipynb": "notebook 10 (helper 23b) predates this check: "
-                                       "convert it (data below its reveals / prose numbers)",
-}
+NOT_CONVERTED: dict = {}
 
 
 def joined(text) -> str:
@@ -143,10 +154,17 @@ def matches(value: float, decimals: int, percent: bool, known: list) -> bool:
     return False
 
 
-def _in_citing_sentence(source: str, text: str) -> bool:
+def _in_citing_sentence(source: str, text: str, cites=CITES_PAPER) -> bool:
     """A small paper number (1 to 10) counts only in a sentence that itself cites the paper."""
     sentences = re.split(r"(?<=[.;:!?])\s+|\n\s*\n", source)
-    return any(text in s and CITES_PAPER.search(s) for s in sentences)
+    return any(text in s and cites.search(s) for s in sentences)
+
+
+def cited(source: str, text: str, value: float, figures: dict, cites) -> bool:
+    """``value`` is one of ``figures``, in a cell that ``cites`` their source (a small one,
+    1 to 10, only in a sentence that cites it)."""
+    return (cites.search(source) is not None and value in figures
+            and (value >= 11 or value != int(value) or _in_citing_sentence(source, text, cites)))
 
 
 def problems(nb: dict, name: str = "notebook") -> list:
@@ -164,8 +182,8 @@ def problems(nb: dict, name: str = "notebook") -> list:
         for text, value, decimals, percent in prose_numbers(source):
             if matches(value, decimals, percent, known):
                 continue
-            if paper and value in PAPER and (value >= 11 or value != int(value)
-                                             or _in_citing_sentence(source, text)):
+            if (cited(source, text, value, PAPER, CITES_PAPER)
+                    or cited(source, text, value, SEED_004, CITES_SEED_004)):
                 continue
             out.append(f"{name} cell {i}: {text!r} is not a prose number recorded above"
                        + (" (nor the paper's)" if paper else ""))
@@ -183,6 +201,15 @@ def test_the_convention_is_used():
     used = sum(MARKER in joined(c["source"]) for p in NOTEBOOKS
                for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
     assert used >= len(NOTEBOOKS)
+
+
+def test_spanner_figures_are_in_seed_004():
+    seeds = sorted((ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
+    if not seeds:
+        pytest.skip("../shared/seeds/004_*.txt is not next to this checkout")
+    text = seeds[0].read_text(encoding="utf-8")
+    for value, words in SEED_004.items():
+        assert words in text and str(value) in words, (value, words)
 
 
 # -- the check can fail ------------------------------------------------------------
@@ -224,3 +251,12 @@ def test_references_and_names_are_not_numbers():
     assert prose_numbers(text) == []
     assert [t for t, *_ in prose_numbers("checking \\$-30, 1,000 rows, 30×, 40%")] == [
         "\\$-30", "1,000", "30×", "40%"]
+
+
+def test_spanner_figures_only_where_seed_004_is_cited():
+    assert problems(_nb(("markdown", "The network adds 1 ms (seed 004), so ε is at most 7 ms "
+                                     "(seed 004); they synchronise every 30 s."))) == []
+    assert problems(_nb(("markdown", "The network adds 1 ms, and seed 004 says so."))) == []
+    assert any("'1'" in p for p in problems(_nb(("markdown", "Seed 004 is long. The network adds 1 ms."))))
+    assert any("'30'" in p for p in problems(_nb(("markdown", "Spanner synchronises every 30 s."))))
+    assert any("'31'" in p for p in problems(_nb(("markdown", "Every 31 s (seed 004)."))))
