@@ -59,6 +59,8 @@ class Report:
                          "the grade is computed by the grader)")
         for r in self.results:
             lines.append(f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}")
+            if r.counterexample and self.self_check:
+                lines.append("        step through it: grading.replay(report).widget()")
         lines.append(f"{self.n_passed}/{len(self.results)} checks passed")
         return "\n".join(lines)
 

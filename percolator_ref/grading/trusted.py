@@ -306,7 +306,8 @@ class TrustedWorld(World):
         self.log.append({"client": c.label, "did": what,
                          "writes": [[col, ts, render(v) if v is not None else None]
                                     for col, ts, v in mutations],
-                         "cells": self.cells()})
+                         "clock": self.cluster.clock.now(),
+                         "cells": encode(self.cluster.bigtable.dump())})
 
     # -- families ------------------------------------------------------------------------
     def run(self, participants, chooser) -> list:
@@ -337,8 +338,7 @@ class TrustedWorld(World):
         for name in sorted(c.names):
             self.cluster.lockservice.crash(name)
         self.hub.send(c.host, {"cid": c.cid, "op": "gone"})
-        self.log.append({"client": c.label, "did": "crashed (never answered again)",
-                         "writes": [], "cells": self.cells()})
+        self.note(c, "crashed (never answered again)")
 
     def settle(self) -> Transaction:
         """After the family: time passes (every silent client is dead), a reference reader
@@ -372,6 +372,10 @@ def history_with(w: TrustedWorld, readers: dict) -> list:
         require(c.timestamps, f"{c.label} never took a start timestamp from the oracle")
         record = TxnRecord(c.label, c.timestamps[0], status="committed")
         record.reads = [(cell, version_of(records, cell, value), value) for cell, value in reads]
+        for cell, version, value in record.reads:
+            require(version != -1, f"{c.label} (start_ts {c.timestamps[0]}) read {value!r} from "
+                                   f"{cell}: no transaction committed that value there (data of "
+                                   f"a transaction that had not committed)")
         records.append(record)
     return records
 
