@@ -20,11 +20,14 @@ Client -> world (``cid`` names the client):
 ``now``    the clock                                                    no
 ``sleep``  ``seconds``: wait on the clock                               no
 ``rows``   ``table``, ``start``, ``end``: row keys (a scan's listing)   no
+``observed`` ``table``, ``column``: does a write there notify?         no
 ``answer`` ``outcome``: ``{"value": v}`` or ``{"raised": text}``        (final)
 =========  ==========================================================  ==========
 
 World -> client: ``{"cid", "op": "reply", "value"}``, ``{"cid", "op": "gone"}``
-(the client crashed: it is never answered again), ``{"cid", "op": "spawn",
+(the client crashed: it is never answered again), ``{"cid", "op": "fail",
+"text"}`` (an injected store failure: the proxy raises StoreUnavailable),
+``{"cid", "op": "spawn",
 "role", "args"}`` and ``{"cid", "op": "call", "method", "args"}``.
 """
 from __future__ import annotations
@@ -171,6 +174,7 @@ _CLIENT_OPS = {
     "sleep": {"seconds": (int, float)},
     "ls": {"fn": str, "client": (str, type(None))},
     "rows": {"table": str, "start": (str, type(None)), "end": (str, type(None))},
+    "observed": {"table": str, "column": str},
     "answer": {"outcome": dict},
 }
 SCHEDULED = frozenset({"row", "ts"})
