@@ -23,7 +23,7 @@ from percolator_ref.step import PREWRITE_STEPS, Step
 
 from .framework import Exercise, outcome, plain, require
 from .protocol_world import (TTL, Once, amounts, is_write, locks, returned, said, show,
-                             timeline, value_at, versions)
+                             timeline, value_at, versions_in)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
                       record_intent, writer_record)
 
@@ -120,7 +120,7 @@ def _commit_ts(obs, p) -> int:
 def _pointing_at(cells, start: int) -> list:
     """Cells with a write record that points at ``start``."""
     return [row for row in ("Bob", "Joe")
-            if any(is_write(v, start) for _, v in versions(cells, row, "bal:write"))]
+            if any(is_write(v, start) for _, v in versions_in(cells, row, "bal:write"))]
 
 
 # -- 1. the normal case ---------------------------------------------------------------

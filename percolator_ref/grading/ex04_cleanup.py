@@ -28,7 +28,7 @@ from percolator_ref.step import Step
 
 from .framework import Exercise, outcome, require
 from .protocol_world import (TABLE, TTL, Once, amounts, is_write, locks, returned, said,
-                             show, timeline, value_at, versions)
+                             show, timeline, value_at, versions_in)
 from .trusted import Participant, history_with, judge_history, protocol_invariants, record_intent
 
 exercise = Exercise(
@@ -240,7 +240,7 @@ def _rolled_forward(obs, p, kind: str, value) -> None:
             f"'{kind} @ {p['s_w']}' at the primary's commit_ts {p['c_w']}, the lock erased")
     cells = obs.get("cells")
     record = value_at(cells, "Joe", "bal:write", p["c_w"])
-    found = [f"{show(v)} at {ts}" for ts, v in versions(cells, "Joe", "bal:write")
+    found = [f"{show(v)} at {ts}" for ts, v in versions_in(cells, "Joe", "bal:write")
              if ts != p["c0"]]
     require(is_write(record, p["s_w"], kind), f"{rule}; Joe.bal's new write records: "
                                               f"{', '.join(found) or 'none'}")
@@ -301,7 +301,7 @@ def _race_ok(obs, p):
             f"must clean up (T looks dead); your cleanup changed nothing (first change: {first})")
     cells = obs.get("cells")
     wrote = [row for row in ("Bob", "Joe")
-             if any(is_write(v, p["s"]) for _, v in versions(cells, row, "bal:write"))]
+             if any(is_write(v, p["s"]) for _, v in versions_in(cells, row, "bal:write"))]
     require(returned(obs.get("commit"), False) and wrote == [],
             f"a reader judged T dead and began cleaning up; its first change was on "
             f"{first[0]}.bal, then it died. T was only slow and reached its commit point: "
