@@ -364,7 +364,7 @@ def _transfer(label: str, bob, joe, crashable: bool = True) -> Participant:
 
 
 @exercise.check("every interleaving of your reader with a transfer, and the transfer's crash",
-                params=_family_p, limit=20.0)
+                params=_family_p, limit=60.0)
 def _race_transfer(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -374,7 +374,7 @@ def _race_transfer(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a rolled-back transfer whose cells "
-                "are then reused", params=_family_p, limit=30.0)
+                "are then reused", params=_family_p, limit=60.0)
 def _race_reuse(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -388,7 +388,7 @@ def _race_reuse(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a transfer run by the same worker "
-                "(one client name, one liveness token)", params=_family_p, limit=20.0)
+                "(one client name, one liveness token)", params=_family_p, limit=60.0)
 def _race_same_worker(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -401,7 +401,7 @@ def _race_same_worker(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a transfer that deletes a cell, and its "
-                "crash", params=_family_p, limit=20.0)
+                "crash", params=_family_p, limit=60.0)
 def _race_delete(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),

@@ -370,12 +370,12 @@ def _family(p, client=None):
 
 
 @exercise.check("every interleaving of two of your transfers over the same cells, and a crash "
-                "of either", params=_family_p, limit=30.0)
+                "of either", params=_family_p, limit=60.0)
 def _race_two(trial, p):
     trial.explore(_family(p), _judge_writers(p), ttl=FAMILY_TTL)
 
 
 @exercise.check("every interleaving of two of your transfers run by one worker (one client "
-                "name, one liveness token)", params=_family_p, limit=30.0)
+                "name, one liveness token)", params=_family_p, limit=60.0)
 def _race_same_worker(trial, p):
     trial.explore(_family(p, "worker"), _judge_writers(p), ttl=FAMILY_TTL, crashes=0)

@@ -373,7 +373,7 @@ def _start(w, p):
 
 
 @exercise.check("every interleaving of your transfer with a reader, and your transfer's crash",
-                params=_family_p, limit=30.0)
+                params=_family_p, limit=60.0)
 def _race_reader(trial, p):
     def family(w):
         _start(w, p)
@@ -383,7 +383,7 @@ def _race_reader(trial, p):
 
 
 @exercise.check("every interleaving of your transfer with a reader that may roll it back and a "
-                "later transfer reusing the cells", params=_family_p, limit=30.0)
+                "later transfer reusing the cells", params=_family_p, limit=120.0)
 def _race_reuse(trial, p):
     def family(w):
         _start(w, p)

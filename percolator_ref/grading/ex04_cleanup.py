@@ -392,13 +392,13 @@ def _family(p, readers):
 
 
 @exercise.check("every interleaving of a reader (your cleanup) with a transfer, and the "
-                "transfer's crash", params=_family_p, limit=30.0)
+                "transfer's crash", params=_family_p, limit=60.0)
 def _race_reader(trial, p):
     trial.explore(_family(p, ["R"]), _judge_readers(["R"]), ttl=FAMILY_TTL)
 
 
 @exercise.check("every interleaving of two readers (your cleanup) racing to clean up a crashed "
-                "transfer", params=_family_p, limit=40.0)
+                "transfer", params=_family_p, limit=90.0)
 def _race_cleaners(trial, p):
     trial.explore(_family(p, ["R1", "R2"]), _judge_readers(["R1", "R2"]), ttl=FAMILY_TTL,
                   preemptions=1)

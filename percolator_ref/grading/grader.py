@@ -51,7 +51,13 @@ MAX_NOTEBOOK_MB = 20
 
 @dataclass(frozen=True)
 class Limits:
-    """What one notebook's child may use."""
+    """What one notebook's child may use.
+
+    ``timeout`` and ``scenario_timeout`` bound the scenario exercises; an
+    exercise of trusted checks has its own limit per check
+    (``Exercise.check(limit=...)``) and a notebook limit derived from them
+    (:data:`SETUP_SECONDS` plus their sum).
+    """
     timeout: float = 60.0            # wall seconds for the whole notebook
     scenario_timeout: float = 10.0   # wall seconds for one scenario
     memory_mb: int = 1024            # address space
