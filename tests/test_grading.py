@@ -185,7 +185,7 @@ def test_csv_has_student_a_column_per_check_and_a_total(two_grades, tmp_path):
     rows = list(csv.reader((tmp_path / "scores.csv").open()))
     checks = [c.name for c in grading.exercise(5).exercise.checks]
     assert rows[0] == ["student", "notebook", "exercise"] + checks + \
-        ["checks_passed", "checks_total", "score", "problems"]
+        ["checks_passed", "checks_total", "score", "problems", "submission", "counted", "flags"]
     assert rows[1][0] == "Alice A." and rows[1][3:11] == ["1"] * 8 and rows[1][11:14] == ["8", "8", "1.000"]
     assert rows[2][0] == "bob" and rows[2][3:11] == ["0"] * 8 and rows[2][11:14] == ["0", "8", "0.000"]
 

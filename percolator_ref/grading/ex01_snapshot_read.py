@@ -17,6 +17,7 @@ per-run secret; which schedules run does not.
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.step import Step
 
@@ -213,7 +214,7 @@ def _lock_below(trial, p):
     reader = _reader(w, p["s_r"])
     finish = Once(lambda rt: rt.client == reader.label,
                   lambda rt: w.commit_point(values, p["s_w"], p["c_w"]))
-    w.cluster.bigtable.interceptors.append(finish)   # W commits right after your first read
+    attach(w.cluster.bigtable, finish)   # W commits right after your first read
     _reads(reader, _get(w, reader), p["v1"],
            f"Bob.bal holds a lock at {p['s_w']}, at or below your start_ts {p['s_r']}: its "
            f"transaction may commit below your snapshot (here at {p['c_w']}), so Get must wait "

@@ -16,6 +16,7 @@ and balances come from the per-run secret; which schedules run does not.
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
 from .framework import Exercise, outcome, require
@@ -313,9 +314,8 @@ def _atomic(trial, p):
         if not w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal")):
             w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
     hook = Once(lambda rt: rt.client == t.label and rt.row == "Bob", squeeze_in)
-    w.cluster.bigtable.interceptors.append(hook)
-    commit = w.call(t, "commit")
-    w.cluster.bigtable.interceptors.remove(hook)
+    with attach(w.cluster.bigtable, hook):
+        commit = w.call(t, "commit")
     _atomic_ok(_observe(w, t, commit=commit), p)
 
 

@@ -20,7 +20,7 @@ from .framework import Exercise, plain, require
 exercise = Exercise(
     5, "timestamp oracle: ranges and a persisted high-water mark",
     answer="Oracle", graded={"Oracle": ("__init__", "get_timestamp")},
-    hidden=("percolator_ref.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
+    hidden=("percolator_ref.services.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
 
 
 def _sizes(rng) -> dict:

@@ -27,6 +27,7 @@ is a prefix of another's (``B4`` and ``B47``).
 from __future__ import annotations
 
 from percolator_ref import ClientCrash
+from percolator_ref.interceptors import attach
 from percolator_ref.step import Step
 
 from .framework import Exercise, outcome, require
@@ -58,7 +59,7 @@ class Market:
     def __init__(self, p):
         self.c, self.p = new_cluster(p["t0"]), p
         self.touched, self.watching, self.during = [], False, None
-        self.c.bigtable.interceptors.append(self)
+        attach(self.c.bigtable, self)
 
     def before(self, rt) -> None:
         if self.watching and rt.table == BROKERS:
@@ -292,7 +293,7 @@ def _atomic(answer, p, ctx):
     m = Market(p)
     m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
     crash = CrashAfterCommitPoint(m.c)
-    m.c.bigtable.interceptors.append(crash)
+    attach(m.c.bigtable, crash)
     crash.armed = True
     run = outcome(answer.aggregate, m.c, p["broker"])
     crash.armed = False
