@@ -436,7 +436,7 @@ class InteractiveChild:
         (self.work / "tmp").mkdir(parents=True)
         self.io.mkdir()
         self.job, self.spec, self.limits = job, spec, limits
-        self.proc, self.fds = None, []
+        self.proc, self.fds, self.privileges = None, [], {}
 
     def __enter__(self):
         down_r, down_w = os.pipe()          # world -> client
@@ -450,6 +450,8 @@ class InteractiveChild:
                                           file_mb=self.limits.file_mb,
                                           open_files=self.limits.open_files)))
         job["hard_deny"] = job["hard_deny"] + [str(self.io)]
+        job["privileges"] = self.privileges = privileges.plan(job["expose"])
+        privileges.prepare_workdir(self.base, self.work, job["privileges"])
         (self.io / "job").write_text(json.dumps(job))
         with open(self.io / "job", "rb") as stdin, open(self.io / "output", "wb") as output:
             self.proc = _popen(stdin, output, (down_r, up_w, result), self.work)
@@ -477,6 +479,7 @@ class InteractiveChild:
         if self.proc is not None:
             kill_session(self.proc.pid)
             self.proc.wait()
+            privileges.sweep(self.privileges)
         for fd in self.fds:
             try:
                 os.close(fd)
