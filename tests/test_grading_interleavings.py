@@ -228,3 +228,24 @@ def test_every_catalogue_entry_scores_the_same_under_100_secrets(n):
         scores = {tuple(r.passed for r in self_check(spec, answer, secret).results)
                   for secret in range(100)}
         assert len(scores) == 1, name
+
+
+def test_parallel_grading_writes_the_same_csv(tmp_path):
+    from percolator_ref.grading.grader import grade_all, write_csv
+    from grading_helpers import pristine_path, student_notebook
+    module = catalogue_module(1)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    student_notebook(subs / "a.ipynb", 1, solution_answer(1), student="A")
+    student_notebook(subs / "b.ipynb", 1, module.WRONG[sorted(module.INTERLEAVING)[0]],
+                     student="B")
+    (subs / "c.ipynb").write_text(pristine_path(1).read_text())
+    paths = sorted(subs.glob("*.ipynb"))
+    outputs = []
+    for jobs in (1, 2):
+        write_csv(grade_all(paths, jobs=jobs, folder=subs), tmp_path / f"{jobs}.csv")
+        outputs.append((tmp_path / f"{jobs}.csv").read_text())
+    assert outputs[0] == outputs[1]
+    rows = outputs[0].splitlines()
+    assert rows[1].startswith("A,") and ",17,17,1.000," in rows[1]
+    assert ",16,17," in rows[2] and ",0,17," in rows[3]
