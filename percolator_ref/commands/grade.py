@@ -47,6 +47,9 @@ def register(subparsers) -> None:
                         f"(default 1024)")
     p.add_argument("--exercises", metavar="DIR", default=None,
                    help="folder of the pristine exercise notebooks (default: the repo's exercises/)")
+    p.add_argument("--counterexamples", metavar="DIR", default=None,
+                   help="write each failing check's shortest failing schedule there as JSON "
+                        "(step through one with `percolator replay FILE`)")
     p.set_defaults(func=run)
 
 
@@ -118,8 +121,28 @@ def _report(args, grades) -> int:
     if args.gradescope:
         Path(args.gradescope).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
         print(f"wrote {args.gradescope} (Gradescope results)")
+    write_counterexamples(grades, args.counterexamples)
     counted = [g for g in grades if g.counted]
     if len(grades) > 1:
         print(f"{sum(g.passed for g in counted)}/{len(counted)} notebooks passed"
               + (f" ({len(grades) - len(counted)} not counted)" if len(counted) < len(grades) else ""))
     return 0 if all(g.passed for g in counted) and not any(g.flags for g in grades) else 1
+
+
+def write_counterexamples(grades, folder) -> int:
+    """One JSON file per failing check that found a failing schedule (``folder``: None, none);
+    step through one with ``percolator replay FILE``."""
+    from percolator_ref.grading.replay import save
+    if not folder:
+        return 0
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for i, g in enumerate(grades):
+        stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in g.student)[:60]
+        for k, r in enumerate(g.checks):
+            if r.counterexample:
+                save(r.counterexample, folder / f"{i:03d}-{stem}-ex{g.exercise}-check{k + 1}.json")
+                written += 1
+    print(f"wrote {written} counterexamples to {folder}")
+    return written

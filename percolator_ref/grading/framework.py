@@ -1,7 +1,37 @@
-"""Checks that student code cannot reach: scenarios in a sandbox, verdicts in the grader.
+"""Checks that student code cannot reach: the grader owns the world, the student's code is a client.
 
-How to write (or convert) an exercise
-=====================================
+Two kinds of check
+==================
+
+- **Trusted checks** (exercises 1-4; the way to write new ones):
+  ``@exercise.check(title, params=..., limit=seconds)`` registers ``fn(trial, p)``,
+  which runs in the grader. ``trial.world()`` is a
+  :class:`~.trusted.TrustedWorld`: the grader's own cluster (Bigtable, oracle,
+  lock service, manual clock) whose past the check writes cell by cell
+  (``w.committed``, ``w.locked``, ``w.commit_point``, ``w.crash``). The
+  student's code runs elsewhere as a *client* built by a *role*
+  (``@exercise.role(name)``: ``fn(answer, cluster, *args)``, run where the
+  client runs, on a proxy cluster): ``c = w.client(role, *args)`` spawns one and
+  serves it until it answers, ``w.call(c, method, *args)`` runs one of its
+  methods. Every row transaction, timestamp and lock-service call of a client
+  is a message (:mod:`.channel`) that the world executes and records
+  (``c.timestamps``, ``c.seen``, ``c.answers``, ``w.log``, the cells). The
+  check judges only that record and the clients' answers, with
+  :func:`require`; the title is written once. ``trial.explore(family, judge)``
+  runs every schedule of a family of :class:`~.trusted.Participant` s within
+  the bounds of :mod:`.schedules` (crashes included) and raises the shortest
+  failing one as a counterexample (:mod:`.replay`). The notebook's check cell
+  runs the same checks and schedules in-process (:mod:`.interactive`: a
+  self-check); ``percolator grade`` runs the clients in the sandbox
+  (:mod:`.sandbox`) and the world in the grader (:func:`.grader.grade_interactive`).
+  A check has its own time limit; a check past it fails alone.
+- **Scenario checks** (the older form, exercises 5-8 until converted): a
+  scenario runs in the sandbox and returns observations, a verdict judges them
+  in the grader. Described below; the observations come from the process that
+  runs the student's code, so convert these to trusted checks.
+
+How to write (or convert) a scenario exercise
+=============================================
 
 An exercise module ``percolator_ref/grading/exNN_<name>.py`` defines one
 :class:`Exercise` called ``exercise``; :data:`percolator_ref.grading.MODULES`
@@ -144,6 +174,20 @@ class Check:
     params: Callable
     scenario: Callable
     verdict: Callable
+    trusted = False
+
+
+@dataclass(frozen=True)
+class TrustedCheck:
+    """A check run by the trusted world (:mod:`.trusted`): ``fn(trial, p)`` raises :class:`Fail`.
+
+    ``limit``: seconds this check may take (the notebook's limit is their sum).
+    """
+    name: str
+    params: Callable
+    fn: Callable
+    limit: float = 10.0
+    trusted = True
 
 
 class Exercise:
@@ -160,6 +204,8 @@ class Exercise:
         self.hidden, self.forbidden_bases = tuple(hidden), tuple(forbidden_bases)
         self._scenarios: dict = {}
         self._verdicts: dict = {}
+        self._trusted: dict = {}
+        self.roles: dict = {}
 
     def scenario(self, name: str, params: Optional[Callable] = None) -> Callable:
         """Decorator: ``fn(answer, p, ctx) -> dict`` is the scenario of check ``name``."""
@@ -169,6 +215,37 @@ class Exercise:
             self._scenarios[name] = (params or (lambda rng: {}), fn)
             return fn
         return register
+
+    def check(self, name: str, params: Optional[Callable] = None, limit: float = 10.0) -> Callable:
+        """Decorator: ``fn(trial, p)`` is check ``name``, run and judged by the trusted world.
+
+        The title is written once, here. ``trial`` (:class:`.trusted_checks.Trial`)
+        builds worlds whose clients run the student's code elsewhere.
+        """
+        def register(fn):
+            if name in self._scenarios or name in self._trusted:
+                raise ValueError(f"duplicate check {name!r}")
+            self._trusted[name] = TrustedCheck(name, params or (lambda rng: {}), fn, limit)
+            return fn
+        return register
+
+    def role(self, name: str) -> Callable:
+        """Decorator: ``fn(answer, cluster, *args)`` builds a client of this exercise.
+
+        Roles run where the client runs (the student's in the sandbox, the
+        reference's in the grader) and see only a proxy cluster.
+        """
+        def register(fn):
+            if name in self.roles:
+                raise ValueError(f"duplicate role {name!r}")
+            self.roles[name] = fn
+            return fn
+        return register
+
+    @property
+    def interactive(self) -> bool:
+        """Are this exercise's checks run by the trusted world?"""
+        return bool(self._trusted)
 
     def verdict(self, name: str) -> Callable:
         """Decorator: ``fn(obs, p)`` is the verdict of check ``name`` (raise :class:`Fail`)."""
@@ -185,7 +262,13 @@ class Exercise:
         missing = set(self._scenarios) ^ set(self._verdicts)
         if missing:
             raise ValueError(f"exercise {self.number}: scenario or verdict missing for {sorted(missing)}")
-        return [Check(n, p, s, self._verdicts[n]) for n, (p, s) in self._scenarios.items()]
+        return [Check(n, p, s, self._verdicts[n]) for n, (p, s) in self._scenarios.items()] \
+            + list(self._trusted.values())
+
+    @property
+    def time_limit(self) -> float:
+        """The notebook's time limit: the sum of its checks' limits."""
+        return sum(getattr(c, "limit", 10.0) for c in self.checks)
 
     def params(self, secret: int) -> dict:
         """``{check name: params}`` for one grading run with ``secret``."""
@@ -193,7 +276,7 @@ class Exercise:
                 for c in self.checks}
 
     def __len__(self):
-        return len(self._scenarios)
+        return len(self._scenarios) + len(self._trusted)
 
     def __repr__(self):
         return f"<Exercise {self.number}: {self.title}, {len(self)} checks>"
@@ -352,7 +435,14 @@ def spec_of(module, answer: str) -> Exercise:
 
 
 def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
-    """Run every check in this process (the notebook's check cell); deterministic for ``secret``."""
+    """Run every check in this process (the notebook's check cell); deterministic for ``secret``.
+
+    An exercise of trusted checks is run by :func:`.interactive.self_check`
+    instead (``grading.run_local`` and ``grading.check`` choose).
+    """
+    if exercise.interactive:
+        raise ValueError(f"exercise {exercise.number} has trusted checks: run it with "
+                         f"interactive.self_check")
     report = Report(exercise.number, exercise.title)
     params = exercise.params(secret)
     for check in exercise.checks:
@@ -365,12 +455,33 @@ def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
 # -- verdict helpers shared by the exercises (grader side) ------------------------------
 
 def said(out) -> str:
-    """What a call did, for feedback: ``returned X`` / ``raised E``."""
-    if isinstance(out, dict) and "raised" in out:
-        return f"raised {out['raised']}"
-    if isinstance(out, dict) and "value" in out:
-        return f"returned {out['value']!r}"
+    """What a call did, for feedback: ``returned X`` / ``raised E`` / ``gave no answer``.
+
+    The one phrasing of an outcome (:func:`outcome`, or a client's answer in the
+    trusted world); a stored value is shown as the paper's figures print it.
+    """
+    if out is None:
+        return "gave no answer (its client crashed or never finished)"
+    if isinstance(out, dict) and set(out) == {"raised"}:
+        text = str(out["raised"])
+        return f"raised {text if len(text) <= 140 else text[:137] + '...'}"
+    if isinstance(out, dict) and set(out) == {"value"}:
+        return f"returned {show(out['value'])}"
     return f"gave {out!r}"
+
+
+def show(value) -> str:
+    """A stored version as the paper's figures print it."""
+    if isinstance(value, dict) and "write" in value:
+        return f"write record '{value.get('write')} @ {value.get('start_ts')}'"
+    if isinstance(value, dict) and value.get("lock") is True:
+        primary = value.get("primary")
+        where = (f"{primary[1]}.{primary[2]}" if isinstance(primary, list) and len(primary) == 3
+                 else repr(primary))
+        return "lock 'I am primary'" if value.get("is_primary") else f"lock 'primary @ {where}'"
+    if isinstance(value, dict) and "repr" in value:
+        return str(value["repr"])
+    return repr(value)
 
 
 def observed(obs, *keys) -> list:
