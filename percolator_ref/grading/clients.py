@@ -5,7 +5,8 @@ In the grading sandbox the student's code holds no state of its own: a
 :class:`~percolator_ref.Transaction` uses (``bigtable``, ``oracle``,
 ``lockservice``, ``clock``), and every call on them is one message to the
 trusted world (:mod:`.trusted`), which executes it against its own store and
-records it. A :class:`ClientHost` runs each client of the world in a thread:
+records it. A :class:`ClientHost` runs each client of the world in a thread (or,
+where threads cannot start, as under Pyodide, in a greenlet):
 ``spawn`` builds it with a *role* of the exercise (a function of the answer and
 the proxy cluster), ``call`` runs one of its methods; each ends with an
 ``answer`` message. What a client answers is only ever compared with the
@@ -17,6 +18,7 @@ import queue
 import threading
 from typing import Callable, Optional
 
+import greenlet
 from sortedcontainers import SortedDict
 
 from percolator_ref.bigtable import RowTransaction
@@ -24,6 +26,7 @@ from percolator_ref.cleanup import Cleanup
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
 from percolator_ref.step import Step
+from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
 
 from .channel import ClientGone, ProtocolError, decode, encode
@@ -128,6 +131,7 @@ class ProxyCluster:
         self.lockservice = ProxyLockService(request, ttl)
         self.clock = ProxyClock(request)
         self.observers = ProxyObservers(request)
+        self.tracer = Tracer()            # the client's own (its waits); no verdict reads it
 
     @property
     def lock_ttl(self) -> float:
@@ -137,32 +141,66 @@ class ProxyCluster:
         return Transaction(self, client)
 
 
+def threads_available() -> bool:
+    """Can this interpreter start a thread? (Not under Pyodide.)"""
+    try:
+        probe = threading.Thread(target=lambda: None, daemon=True)
+        probe.start()
+    except RuntimeError:
+        return False
+    probe.join()
+    return True
+
+
 class ClientHost:
-    """Runs the world's clients (one thread each) and routes the world's messages to them.
+    """Runs the world's clients and routes the world's messages to them.
 
     ``send(msg)`` carries a message to the world; the world's messages come in
     through :meth:`deliver`. ``roles`` maps a role name to
     ``fn(answer, cluster, *args)``; ``answer`` is what the roles build on (the
     student's class or function, or the reference's for trusted clients).
+    Each client runs in a thread, or with ``greenlets=True`` in a greenlet that
+    :meth:`deliver` runs until the client waits for its next message (for a
+    world in the same thread, where threads cannot start).
     """
 
-    def __init__(self, send: Callable, roles: dict, answer, ttl: float):
+    def __init__(self, send: Callable, roles: dict, answer, ttl: float, greenlets: bool = False):
         self.send, self.roles, self.answer, self.ttl = send, roles, answer, ttl
+        self.greenlets = greenlets
         self.inboxes: dict = {}
+        self.stacks: dict = {}           # greenlets=True: each client's greenlet
         self.history = None              # the trusted host records its transactions there
 
     def deliver(self, msg) -> None:
         cid = msg.get("cid") if isinstance(msg, dict) else None
         if msg.get("op") == "spawn" and cid not in self.inboxes:
             self.inboxes[cid] = queue.Queue()
-            threading.stack_size(THREAD_STACK)
-            threading.Thread(target=self.client, args=(cid, msg), daemon=True).start()
+            self.start(cid, msg)
         elif cid in self.inboxes:
             self.inboxes[cid].put(msg)
+            if cid in self.stacks:
+                self.stacks[cid].switch()          # run the client until it waits again
+
+    def start(self, cid: int, spawn: dict) -> None:
+        """Start client ``cid``: in a thread, or in a greenlet run until it first waits."""
+        if not self.greenlets:
+            threading.stack_size(THREAD_STACK)
+            threading.Thread(target=self.client, args=(cid, spawn), daemon=True).start()
+            return
+        self.stacks[cid] = greenlet.greenlet(lambda: self.client(cid, spawn))
+        self.stacks[cid].switch()
+
+    def next_message(self, cid: int) -> dict:
+        """The world's next message to client ``cid`` (a greenlet yields until it comes)."""
+        inbox = self.inboxes[cid]
+        if self.greenlets:
+            while inbox.empty():
+                greenlet.getcurrent().parent.switch()
+        return inbox.get()
 
     def request(self, cid: int, msg: dict):
         self.send(dict(msg, cid=cid))
-        reply = self.inboxes[cid].get()
+        reply = self.next_message(cid)
         if reply.get("op") == "fail":
             raise StoreUnavailable(str(reply.get("text"))[:300])
         if reply.get("op") != "reply":
@@ -179,7 +217,7 @@ class ClientHost:
         try:
             obj = self.answer_with(cid, build)
             while True:
-                msg = self.inboxes[cid].get()
+                msg = self.next_message(cid)
                 if msg.get("op") != "call":
                     return
                 method, args = msg.get("method"), decode(msg.get("args", []))
@@ -189,6 +227,7 @@ class ClientHost:
             return
         finally:
             self.inboxes.pop(cid, None)
+            self.stacks.pop(cid, None)
 
     def answer_with(self, cid: int, fn: Callable):
         """Run ``fn`` and send its outcome as this client's answer; return its value."""

@@ -12,7 +12,7 @@ import time
 
 from .battery import BudgetExceeded, Report, Result
 from .channel import ClientGone
-from .clients import ClientHost
+from .clients import ClientHost, threads_available
 from .framework import Fail
 from .schedules import explore, judged_run
 from .trusted import CheckTimeout, Hub, TrustedWorld, Violation
@@ -87,9 +87,12 @@ def _text(exc) -> str:
 
 
 def local_hub(exercise, answer) -> Hub:
-    """A hub whose student clients run in threads of this process (the self-check)."""
-    hub = Hub(None, exercise.roles)
-    host = ClientHost(lambda m: hub.arrive("student", m), exercise.roles, answer, ttl=10.0)
+    """A hub whose student clients run in this process (the self-check): in threads, or
+    in greenlets where threads cannot start (Pyodide; a looping answer then never returns)."""
+    greenlets = not threads_available()
+    hub = Hub(None, exercise.roles, greenlets)
+    host = ClientHost(lambda m: hub.arrive("student", m), exercise.roles, answer, ttl=10.0,
+                      greenlets=greenlets)
     hub.student_send = host.deliver
     return hub
 

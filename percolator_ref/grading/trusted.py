@@ -61,11 +61,11 @@ class Hub:
     limit hit, the child died): the grader then starts a fresh one.
     """
 
-    def __init__(self, student_send, roles: dict):
+    def __init__(self, student_send, roles: dict, greenlets: bool = False):
         self.inbox: queue.Queue = queue.Queue()
         self.student_send = student_send
         self.trusted = ClientHost(lambda m: self.inbox.put(("trusted", m)), roles, Transaction,
-                                  ttl=0.0)
+                                  ttl=0.0, greenlets=greenlets)
         self.cids = itertools.count(1)
         self.broken: Optional[str] = None
 
