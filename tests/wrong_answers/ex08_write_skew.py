@@ -114,3 +114,62 @@ def withdraw(txn, customer, account, amount):
     return True
 ''',
 }
+
+
+# Misconceptions that show only in an interleaving: each withdraw keeps the total >= 0
+# whenever the withdrawals run one after the other.
+RACES = {
+    "writes the guard cell only the first time (once it exists, it is there)": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if txn.get(customer, "guard") is None:     # create the guard cell that serialises us
+        txn.set(customer, "guard", txn.start_ts)
+    return True
+''',
+    "names the guard cell after the amount (two equal withdrawals conflict)": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    txn.set(customer, f"guard_{amount}", txn.start_ts)    # the same withdrawal twice: one aborts
+    return True
+''',
+    "materialises the conflict only when the total left would be small": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if mine + theirs - amount < 100:            # plenty left: no other withdrawal can hurt
+        txn.set(customer, other, theirs)
+    return True
+''',
+    "remembers which customers already have a guard cell and writes it only once": '''
+GUARDED = set()          # customers whose guard cell exists already
+
+
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if customer not in GUARDED:
+        txn.set(customer, "guard", txn.start_ts)      # now withdrawals of it conflict
+        GUARDED.add(customer)
+    return True
+''',
+}
+WRONG.update(RACES)
+
