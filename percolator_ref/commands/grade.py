@@ -29,6 +29,9 @@ def register(subparsers) -> None:
                    help="address-space limit of one notebook's process (default 1024)")
     p.add_argument("--exercises", metavar="DIR", default=None,
                    help="folder of the pristine exercise notebooks (default: the repo's exercises/)")
+    p.add_argument("--counterexamples", metavar="DIR", default=None,
+                   help="write each failing check's shortest failing schedule there as JSON "
+                        "(step through one with `percolator replay FILE`)")
     p.set_defaults(func=run)
 
 
@@ -72,9 +75,26 @@ def run(args) -> int:
     if args.csv:
         write_csv(grades, args.csv)
         print(f"wrote {args.csv} ({len(grades)} notebooks)")
+    if args.counterexamples:
+        written = write_counterexamples(grades, Path(args.counterexamples))
+        print(f"wrote {written} counterexamples to {args.counterexamples}")
     if args.gradescope:
         Path(args.gradescope).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
         print(f"wrote {args.gradescope} (Gradescope results)")
     if len(grades) > 1:
         print(f"{sum(g.passed for g in grades)}/{len(grades)} notebooks passed")
     return 0 if all(g.passed for g in grades) else 1
+
+
+def write_counterexamples(grades, folder: Path) -> int:
+    """One JSON file per failing check that found a failing schedule; how many."""
+    from percolator_ref.grading.replay import save
+    folder.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for i, g in enumerate(grades):
+        stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in g.student)[:60]
+        for k, r in enumerate(g.checks):
+            if r.counterexample:
+                save(r.counterexample, folder / f"{i:03d}-{stem}-ex{g.exercise}-check{k + 1}.json")
+                written += 1
+    return written

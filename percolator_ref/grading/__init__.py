@@ -12,6 +12,7 @@ import importlib
 
 from .battery import BudgetExceeded, Report, Result
 from .framework import Exercise, Fail, require, run_local
+from .replay import Replay, replay
 
 MODULES = {
     1: "ex01_snapshot_read",
@@ -43,5 +44,5 @@ def check(n: int, impl) -> Report:
     return run_local(exercise(n).exercise, impl)
 
 
-__all__ = ["BudgetExceeded", "Exercise", "Fail", "MODULES", "Report", "Result", "check",
-           "exercise", "require", "run_local"]
+__all__ = ["BudgetExceeded", "Exercise", "Fail", "MODULES", "Replay", "Report", "Result", "check",
+           "exercise", "replay", "require", "run_local"]

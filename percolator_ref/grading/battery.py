@@ -13,6 +13,7 @@ notebook's own check cell (the grader also has a time limit per scenario).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..interceptors import Gate
 
@@ -25,9 +26,11 @@ class BudgetExceeded(Exception):
 
 @dataclass(frozen=True)
 class Result:
+    """One check's outcome; a failing family check carries its shortest counterexample."""
     name: str
     passed: bool
     reason: str = ""
+    counterexample: Optional[dict] = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Report:
     exercise: int
     title: str
     results: list = field(default_factory=list)
+    self_check: bool = False      # the notebook's own run (not the grade)
 
     @property
     def passed(self) -> bool:
@@ -50,8 +54,13 @@ class Report:
 
     def __str__(self):
         lines = [f"Exercise {self.exercise}: {self.title}"]
+        if self.self_check:
+            lines.append("  (self-check: the grader's checks and schedules, run in this notebook; "
+                         "the grade is computed by the grader)")
         for r in self.results:
             lines.append(f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}")
+            if r.counterexample and self.self_check:
+                lines.append("        step through it: grading.replay(report).widget()")
         lines.append(f"{self.n_passed}/{len(self.results)} checks passed")
         return "\n".join(lines)
 

@@ -144,6 +144,20 @@ class Check:
     params: Callable
     scenario: Callable
     verdict: Callable
+    trusted = False
+
+
+@dataclass(frozen=True)
+class TrustedCheck:
+    """A check run by the trusted world (:mod:`.trusted`): ``fn(trial, p)`` raises :class:`Fail`.
+
+    ``limit``: seconds this check may take (the notebook's limit is their sum).
+    """
+    name: str
+    params: Callable
+    fn: Callable
+    limit: float = 10.0
+    trusted = True
 
 
 class Exercise:
@@ -160,6 +174,8 @@ class Exercise:
         self.hidden, self.forbidden_bases = tuple(hidden), tuple(forbidden_bases)
         self._scenarios: dict = {}
         self._verdicts: dict = {}
+        self._trusted: dict = {}
+        self.roles: dict = {}
 
     def scenario(self, name: str, params: Optional[Callable] = None) -> Callable:
         """Decorator: ``fn(answer, p, ctx) -> dict`` is the scenario of check ``name``."""
@@ -169,6 +185,37 @@ class Exercise:
             self._scenarios[name] = (params or (lambda rng: {}), fn)
             return fn
         return register
+
+    def check(self, name: str, params: Optional[Callable] = None, limit: float = 10.0) -> Callable:
+        """Decorator: ``fn(trial, p)`` is check ``name``, run and judged by the trusted world.
+
+        The title is written once, here. ``trial`` (:class:`.trusted_checks.Trial`)
+        builds worlds whose clients run the student's code elsewhere.
+        """
+        def register(fn):
+            if name in self._scenarios or name in self._trusted:
+                raise ValueError(f"duplicate check {name!r}")
+            self._trusted[name] = TrustedCheck(name, params or (lambda rng: {}), fn, limit)
+            return fn
+        return register
+
+    def role(self, name: str) -> Callable:
+        """Decorator: ``fn(answer, cluster, *args)`` builds a client of this exercise.
+
+        Roles run where the client runs (the student's in the sandbox, the
+        reference's in the grader) and see only a proxy cluster.
+        """
+        def register(fn):
+            if name in self.roles:
+                raise ValueError(f"duplicate role {name!r}")
+            self.roles[name] = fn
+            return fn
+        return register
+
+    @property
+    def interactive(self) -> bool:
+        """Are this exercise's checks run by the trusted world?"""
+        return bool(self._trusted)
 
     def verdict(self, name: str) -> Callable:
         """Decorator: ``fn(obs, p)`` is the verdict of check ``name`` (raise :class:`Fail`)."""
@@ -185,7 +232,13 @@ class Exercise:
         missing = set(self._scenarios) ^ set(self._verdicts)
         if missing:
             raise ValueError(f"exercise {self.number}: scenario or verdict missing for {sorted(missing)}")
-        return [Check(n, p, s, self._verdicts[n]) for n, (p, s) in self._scenarios.items()]
+        return [Check(n, p, s, self._verdicts[n]) for n, (p, s) in self._scenarios.items()] \
+            + list(self._trusted.values())
+
+    @property
+    def time_limit(self) -> float:
+        """The notebook's time limit: the sum of its checks' limits."""
+        return sum(getattr(c, "limit", 10.0) for c in self.checks)
 
     def params(self, secret: int) -> dict:
         """``{check name: params}`` for one grading run with ``secret``."""
@@ -193,7 +246,7 @@ class Exercise:
                 for c in self.checks}
 
     def __len__(self):
-        return len(self._scenarios)
+        return len(self._scenarios) + len(self._trusted)
 
     def __repr__(self):
         return f"<Exercise {self.number}: {self.title}, {len(self)} checks>"
@@ -352,7 +405,14 @@ def spec_of(module, answer: str) -> Exercise:
 
 
 def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
-    """Run every check in this process (the notebook's check cell); deterministic for ``secret``."""
+    """Run every check in this process (the notebook's check cell); deterministic for ``secret``.
+
+    An interactive exercise runs its self-check (:func:`.interactive.self_check`):
+    the grader's worlds and schedules, with the clients in this process.
+    """
+    if exercise.interactive:
+        from .interactive import self_check
+        return self_check(exercise, answer, secret)
     report = Report(exercise.number, exercise.title)
     params = exercise.params(secret)
     for check in exercise.checks:

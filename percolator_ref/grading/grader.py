@@ -17,6 +17,7 @@ import csv
 import importlib.util
 import json
 import os
+import queue
 import secrets
 import shutil
 import signal
@@ -35,8 +36,11 @@ from . import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
+from .channel import PipeWriter, ProtocolError, read_message
 from .generate import exercise_number
+from .interactive import run_trusted
 from .sandbox import BOOT
+from .trusted import Hub
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
@@ -126,6 +130,11 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     if spec is None:
         return g
     params = spec.params(secrets.randbits(63))
+    if spec.interactive:
+        g.checks = grade_interactive(_job(g.exercise, spec, cells, {}, exercises_dir, others),
+                                     spec, params, limits)
+        g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
+        return g
     report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
     g.sandbox = str(report.get("landlock", "")) if report else ""
     if problem:
@@ -267,13 +276,18 @@ def _environment(work: Path) -> dict:
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 
+def _popen(stdin, output, fds: tuple, work: Path):
+    """Start the sandboxed child in a new session (it locks itself down: :mod:`.sandbox`)."""
+    return subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(ROOT)],
+                            stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
+                            pass_fds=fds, cwd=work, env=_environment(work),
+                            start_new_session=True, close_fds=True)
+
+
 def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
     """Start the child, wait (without reaping) up to ``timeout``, kill its session, reap."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(ROOT)],
-                            stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
-                            pass_fds=(result_fd,), cwd=work, env=_environment(work),
-                            start_new_session=True, close_fds=True)
+    proc = _popen(stdin, output, (result_fd,), work)
     status = None
     while status is None:
         if _exited(proc):
@@ -352,6 +366,106 @@ def _read_report(io: Path, nonce: str, status, limits: Limits):
     if not report.get("guarded"):
         return None, "the sandbox was not in place; the notebook scores 0"
     return report, None
+
+
+# -- interactive exercises: the child is a client of the trusted world ------------------
+
+NOT_RUN = "not run: "
+SETUP_SECONDS = 20.0      # the child's start: imports, context cells, answer cells
+
+
+def grade_interactive(job: dict, spec, params: dict, limits: Limits) -> list:
+    """Every check of ``spec`` judged by the trusted world against a sandboxed client.
+
+    A check that runs past its limit (or breaks the channel) costs only that
+    check: the child is killed and a fresh one serves the remaining checks.
+    """
+    results, todo = {}, list(spec.checks)
+    while todo:
+        with InteractiveChild(job, spec, limits) as child:
+            problem = child.wait_ready()
+            if problem is not None:
+                results.update({c.name: Result(c.name, False, problem[:300]) for c in todo})
+                break
+            while todo and not child.hub.broken:
+                check = todo.pop(0)
+                results[check.name] = run_trusted(check, child.hub, params[check.name])
+    return [results[c.name] for c in spec.checks]
+
+
+class InteractiveChild:
+    """A sandboxed child connected by two pipes to a :class:`~.trusted.Hub` in this process."""
+
+    def __init__(self, job: dict, spec, limits: Limits):
+        self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
+        self.work, self.io = self.base / "work", self.base / "io"
+        (self.work / "tmp").mkdir(parents=True)
+        self.io.mkdir()
+        self.job, self.spec, self.limits = job, spec, limits
+        self.proc, self.fds = None, []
+
+    def __enter__(self):
+        down_r, down_w = os.pipe()          # world -> client
+        up_r, up_w = os.pipe()              # client -> world
+        result = os.open(self.io / "result", os.O_WRONLY | os.O_CREAT, 0o600)
+        self.fds = [down_r, down_w, up_r, up_w, result]
+        notebook = SETUP_SECONDS + self.spec.time_limit
+        job = dict(self.job, workdir=str(self.work), nonce=secrets.token_hex(16), result_fd=result,
+                   channel=[down_r, up_w], scenario_timeout=self.limits.scenario_timeout,
+                   limits=_rlimits(Limits(timeout=notebook, memory_mb=self.limits.memory_mb,
+                                          file_mb=self.limits.file_mb,
+                                          open_files=self.limits.open_files)))
+        job["hard_deny"] = job["hard_deny"] + [str(self.io)]
+        (self.io / "job").write_text(json.dumps(job))
+        with open(self.io / "job", "rb") as stdin, open(self.io / "output", "wb") as output:
+            self.proc = _popen(stdin, output, (down_r, up_w, result), self.work)
+        for fd in (down_r, up_w, result):
+            os.close(fd)
+            self.fds.remove(fd)
+        writer = PipeWriter(down_w)
+        self.hub = Hub(lambda msg: _send_quietly(writer, msg), self.spec.roles)
+        threading.Thread(target=_pump, args=(up_r, self.hub), daemon=True).start()
+        return self
+
+    def wait_ready(self):
+        """None once the child's answer cells ran; else the reason every check fails."""
+        try:
+            host, msg = self.hub.inbox.get(timeout=SETUP_SECONDS)
+        except queue.Empty:
+            return f"{NOT_RUN}your notebook's cells did not finish within {SETUP_SECONDS:g} s"
+        if isinstance(msg, dict) and msg.get("op") == "ready":
+            return None
+        if isinstance(msg, dict) and msg.get("op") == "answer_error":
+            return f"{NOT_RUN}your answer cell raised {str(msg.get('text'))[:250]}"
+        return f"{NOT_RUN}the grading process of your code stopped before it was ready"
+
+    def __exit__(self, *exc):
+        if self.proc is not None:
+            kill_session(self.proc.pid)
+            self.proc.wait()
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.base, ignore_errors=True)
+        return False
+
+
+def _send_quietly(writer: PipeWriter, msg: dict) -> None:
+    try:
+        writer.send(msg)
+    except OSError:
+        pass                        # the child is gone: the reader thread reports it
+
+
+def _pump(fd: int, hub: Hub) -> None:
+    """Carry the child's messages into the hub; None when the channel closes or breaks."""
+    try:
+        while True:
+            hub.arrive("student", read_message(fd))
+    except (EOFError, OSError, ProtocolError):
+        hub.arrive("student", None)
 
 
 # -- many notebooks ----------------------------------------------------------------

@@ -39,6 +39,8 @@ import sys
 import types
 import weakref
 
+from .channel import PipeWriter, read_message
+from .clients import ClientHost
 from .framework import ANSWER_FILENAME, ReferenceHidden, ScenarioTimeout, describe_exception, \
     run_scenario
 
@@ -336,6 +338,8 @@ def _run(job: dict, report: dict) -> None:
     sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types))
     report["guarded"] = True
     _run_student(job, spec, checks, namespace, report)
+    if job.get("channel"):
+        serve_channel(job["channel"], spec, namespace, report)
 
 
 def _run_student(job, spec, checks, namespace, report) -> None:
@@ -362,6 +366,25 @@ def _run_student(job, spec, checks, namespace, report) -> None:
             results[name] = {"error": describe_exception(exc)}
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def serve_channel(fds, spec, namespace, report) -> None:
+    """Interactive grading: the answer's clients talk to the grader's trusted world.
+
+    Sends ``answer_error`` (the answer cells failed) or ``ready``, then runs
+    the clients the world spawns until the grader closes the channel.
+    """
+    out = PipeWriter(fds[1])
+    if report.get("answer_error"):
+        out.send({"op": "answer_error", "text": report["answer_error"]})
+        return
+    host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
+    out.send({"op": "ready"})
+    while True:
+        try:
+            host.deliver(read_message(fds[0]))
+        except (EOFError, OSError, ValueError):
+            return
 
 
 def child_main() -> None:

@@ -1,0 +1,263 @@
+"""The narrow channel between a client (student code) and the trusted world.
+
+Every message is one JSON object, framed by a 4-byte big-endian length. Values
+that are not plain JSON (the cells' locks and write records, tuples, cells)
+are tagged objects, decoded strictly: an unknown tag, a wrong field type, a
+too-deep or too-large message raises :class:`ProtocolError`. Nothing is ever
+unpickled or evaluated.
+
+Client -> world (``cid`` names the client):
+
+=========  ==========================================================  ==========
+``op``     fields                                                       scheduled?
+=========  ==========================================================  ==========
+``row``    ``table``, ``row``, ``step``: begin one row transaction        yes
+``end``    ``commit`` (bool), ``mutations`` ``[[column, ts, value]]``    no
+``ts``     a timestamp from the oracle                                  yes
+``peek``   the oracle's next timestamp                                  no
+``ls``     ``fn`` (register/heartbeat/crash/release/is_alive/status),  no
+           ``client``: a lock-service call
+``now``    the clock                                                    no
+``sleep``  ``seconds``: wait on the clock                               no
+``rows``   ``table``, ``start``, ``end``: row keys (a scan's listing)   no
+``answer`` ``outcome``: ``{"value": v}`` or ``{"raised": text}``        (final)
+=========  ==========================================================  ==========
+
+World -> client: ``{"cid", "op": "reply", "value"}``, ``{"cid", "op": "gone"}``
+(the client crashed: it is never answered again), ``{"cid", "op": "spawn",
+"role", "args"}`` and ``{"cid", "op": "call", "method", "args"}``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import threading
+
+from percolator_ref.model import Cell, Lock, Write, WriteKind
+
+MAX_MESSAGE = 1 << 20          # bytes
+MAX_DEPTH = 12
+MAX_TEXT = 10_000
+_HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """A message that breaks the channel's rules (shape, types, size)."""
+
+
+class ClientGone(BaseException):
+    """Raised in a client whose world declared it crashed: it is never answered again."""
+
+
+# -- values ----------------------------------------------------------------------
+
+def encode(value, depth: int = 0):
+    """``value`` as JSON data; locks, write records, cells, tuples and bytes are tagged."""
+    if depth > MAX_DEPTH:
+        raise ProtocolError("value nested too deeply")
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if type(value) is int:
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else {"$": "F", "v": repr(value)}
+    if isinstance(value, WriteKind):
+        return {"$": "K", "v": value.value}
+    if isinstance(value, Lock):
+        return {"$": "Lock", "start_ts": value.start_ts, "primary": encode(tuple(value.primary)),
+                "is_primary": value.is_primary, "client": value.client, "kind": value.kind.value}
+    if isinstance(value, Write):
+        return {"$": "Write", "start_ts": value.start_ts, "kind": value.kind.value}
+    if isinstance(value, Cell):
+        return {"$": "Cell", "v": list(value)}
+    if isinstance(value, tuple):
+        return {"$": "T", "v": [encode(v, depth + 1) for v in value]}
+    if isinstance(value, list):
+        return [encode(v, depth + 1) for v in value]
+    if isinstance(value, (bytes, bytearray)):
+        return {"$": "B", "v": bytes(value).hex()}
+    if type(value) is dict:
+        return {"$": "D", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
+    raise ProtocolError(f"a {type(value).__name__} cannot cross the channel")
+
+
+def decode(data, depth: int = 0):
+    """The inverse of :func:`encode`, validating every field."""
+    if depth > MAX_DEPTH:
+        raise ProtocolError("value nested too deeply")
+    if data is None or isinstance(data, (bool, str, float)) or type(data) is int:
+        return data
+    if isinstance(data, list):
+        return [decode(v, depth + 1) for v in data]
+    if not isinstance(data, dict) or not isinstance(data.get("$"), str):
+        raise ProtocolError("an object value without its tag")
+    return _decode_tagged(data, depth)
+
+
+def _field(data: dict, name: str, kind, optional: bool = False):
+    value = data.get(name)
+    if value is None and optional:
+        return None
+    if kind is int and (type(value) is not int):
+        raise ProtocolError(f"{data['$']}.{name} must be an int")
+    if kind is not int and not isinstance(value, kind):
+        raise ProtocolError(f"{data['$']}.{name} must be a {kind.__name__}")
+    return value
+
+
+def _kind(text) -> WriteKind:
+    try:
+        return WriteKind(text)
+    except ValueError:
+        raise ProtocolError(f"unknown write kind {text!r}") from None
+
+
+def _decode_tagged(data: dict, depth: int):
+    tag = data["$"]
+    if tag == "K":
+        return _kind(data.get("v"))
+    if tag == "Write":
+        return Write(_field(data, "start_ts", int), _kind(data.get("kind")))
+    if tag == "Lock":
+        primary = decode(data.get("primary"), depth + 1)
+        if not (isinstance(primary, tuple) and len(primary) == 3
+                and all(isinstance(p, str) for p in primary)):
+            raise ProtocolError("Lock.primary must be a (table, row, column) tuple")
+        return Lock(_field(data, "start_ts", int), Cell(*primary), _field(data, "is_primary", bool),
+                    _field(data, "client", str, optional=True), _kind(data.get("kind")))
+    if tag == "Cell":
+        v = _field(data, "v", list)
+        if len(v) != 3 or not all(isinstance(p, str) for p in v):
+            raise ProtocolError("Cell must be three strings")
+        return Cell(*v)
+    if tag == "T":
+        return tuple(decode(v, depth + 1) for v in _field(data, "v", list))
+    if tag == "B":
+        try:
+            return bytes.fromhex(_field(data, "v", str))
+        except ValueError:
+            raise ProtocolError("bad bytes") from None
+    if tag == "F":
+        if data.get("v") not in ("nan", "inf", "-inf"):
+            raise ProtocolError("bad float")
+        return float(data["v"])
+    if tag == "D":
+        return _decode_dict(_field(data, "v", list), depth)
+    raise ProtocolError(f"unknown tag {tag!r}")
+
+
+def _decode_dict(pairs: list, depth: int) -> dict:
+    if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
+        raise ProtocolError("bad dict")
+    out = {}
+    for k, v in pairs:
+        key = decode(k, depth + 1)
+        try:
+            hash(key)
+        except TypeError:
+            raise ProtocolError("unhashable dict key") from None
+        out[key] = decode(v, depth + 1)
+    return out
+
+
+# -- messages --------------------------------------------------------------------
+
+_CLIENT_OPS = {
+    "row": {"table": str, "row": str, "step": str},
+    "end": {"commit": bool, "mutations": list},
+    "ts": {}, "peek": {}, "now": {},
+    "sleep": {"seconds": (int, float)},
+    "ls": {"fn": str, "client": (str, type(None))},
+    "rows": {"table": str, "start": (str, type(None)), "end": (str, type(None))},
+    "answer": {"outcome": dict},
+}
+SCHEDULED = frozenset({"row", "ts"})
+LOCK_SERVICE_CALLS = frozenset({"register", "heartbeat", "crash", "release", "is_alive", "status"})
+
+
+def check_client_message(msg) -> dict:
+    """``msg`` if it is a well-formed client message, else :class:`ProtocolError`."""
+    if not isinstance(msg, dict) or type(msg.get("cid")) is not int:
+        raise ProtocolError("a message must be an object with an int cid")
+    fields = _CLIENT_OPS.get(msg.get("op"))
+    if fields is None:
+        raise ProtocolError(f"unknown operation {str(msg.get('op'))[:40]!r}")
+    if set(msg) != {"cid", "op", *fields}:
+        raise ProtocolError(f"{msg['op']}: fields must be {sorted(fields)}")
+    for name, kind in fields.items():
+        if not isinstance(msg[name], kind) or msg[name] is True and kind == (int, float):
+            raise ProtocolError(f"{msg['op']}.{name} has the wrong type")
+        if isinstance(msg[name], str) and len(msg[name]) > MAX_TEXT:
+            raise ProtocolError(f"{msg['op']}.{name} is too long")
+    if msg["op"] == "ls" and msg["fn"] not in LOCK_SERVICE_CALLS:
+        raise ProtocolError(f"unknown lock-service call {msg['fn'][:40]!r}")
+    if msg["op"] == "end":
+        msg["mutations"] = [_mutation(m) for m in msg["mutations"]]
+    if msg["op"] == "answer":
+        msg["outcome"] = _outcome(msg["outcome"])
+    return msg
+
+
+def _mutation(m) -> tuple:
+    if not (isinstance(m, list) and len(m) == 3 and isinstance(m[0], str) and type(m[1]) is int):
+        raise ProtocolError("a mutation is [column, ts, value]")
+    if len(m[0]) > MAX_TEXT or not 0 <= m[1] < 1 << 63:
+        raise ProtocolError("a mutation's column or timestamp is out of range")
+    return (m[0], m[1], None if m[2] is None else decode(m[2]))
+
+
+def _outcome(out: dict) -> dict:
+    if set(out) == {"value"}:
+        return {"value": decode(out["value"])}
+    if set(out) == {"raised"} and isinstance(out["raised"], str):
+        return {"raised": out["raised"][:300]}
+    raise ProtocolError("an answer is {value} or {raised}")
+
+
+# -- framing -------------------------------------------------------------------------
+
+def frame(msg: dict) -> bytes:
+    data = json.dumps(msg, separators=(",", ":")).encode()
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolError("message too large")
+    return _HEADER.pack(len(data)) + data
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            raise EOFError("channel closed")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int) -> dict:
+    """One framed message from ``fd`` (EOFError when closed; ProtocolError when malformed)."""
+    (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size))
+    if size > MAX_MESSAGE:
+        raise ProtocolError("message too large")
+    try:
+        msg = json.loads(read_exact(fd, size))
+    except ValueError:
+        raise ProtocolError("not JSON") from None
+    if not isinstance(msg, dict):
+        raise ProtocolError("a message must be a JSON object")
+    return msg
+
+
+class PipeWriter:
+    """Thread-safe framed writes to one fd."""
+
+    def __init__(self, fd: int):
+        self.fd, self.lock = fd, threading.Lock()
+
+    def send(self, msg: dict) -> None:
+        data = frame(msg)
+        with self.lock:
+            while data:
+                data = data[os.write(self.fd, data):]

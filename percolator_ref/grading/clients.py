@@ -1,0 +1,189 @@
+"""The client side of the channel: proxies for the cluster, and the host that runs clients.
+
+In the grading sandbox the student's code holds no state of its own: a
+:class:`ProxyCluster` has the attributes a
+:class:`~percolator_ref.Transaction` uses (``bigtable``, ``oracle``,
+``lockservice``, ``clock``), and every call on them is one message to the
+trusted world (:mod:`.trusted`), which executes it against its own store and
+records it. A :class:`ClientHost` runs each client of the world in a thread:
+``spawn`` builds it with a *role* of the exercise (a function of the answer and
+the proxy cluster), ``call`` runs one of its methods; each ends with an
+``answer`` message. What a client answers is only ever compared with the
+world's own record.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Optional
+
+from sortedcontainers import SortedDict
+
+from percolator_ref.bigtable import RowTransaction
+from percolator_ref.model import check_name
+from percolator_ref.observers import ObserverRegistry
+from percolator_ref.step import Step
+from percolator_ref.transaction import Transaction
+
+from .channel import ClientGone, ProtocolError, decode, encode
+from .framework import describe_exception, plain
+
+THREAD_STACK = 512 * 1024
+
+
+class ProxyStore:
+    """The Bigtable as a client sees it: each row transaction is begun and ended by message."""
+
+    def __init__(self, request: Callable):
+        self.request = request
+        self.interceptors: list = []
+
+    def row_transaction(self, table: str, row: str, *, client: Optional[str] = None,
+                        step: str = Step.ROW_TRANSACTION, interceptors=()) -> RowTransaction:
+        check_name(table, "table")
+        check_name(row, "row")
+        return RowTransaction(self, table, row, client, step, interceptors)
+
+    def begin(self, rt: RowTransaction) -> None:
+        found = self.request({"op": "row", "table": rt.table, "row": rt.row, "step": str(rt.step)})
+        rt.row_data = {column: SortedDict({ts: value for ts, value in versions})
+                       for column, versions in found.items()}
+
+    def fetch_row(self, rt: RowTransaction) -> dict:
+        return rt.row_data
+
+    def end(self, rt: RowTransaction, commit: bool) -> None:
+        mutations = [[c, ts, None if v is None else encode(v)] for c, ts, v in rt.mutations]
+        self.request({"op": "end", "commit": commit, "mutations": mutations})
+
+    def rows(self, table: str, start_row: Optional[str] = None, end_row: Optional[str] = None):
+        return self.request({"op": "rows", "table": table, "start": start_row, "end": end_row})
+
+
+class ProxyOracle:
+    def __init__(self, request: Callable):
+        self.request = request
+
+    def get_timestamp(self) -> int:
+        return self.request({"op": "ts"})
+
+    def peek(self) -> int:
+        return self.request({"op": "peek"})
+
+
+class ProxyLockService:
+    def __init__(self, request: Callable, ttl: float):
+        self.request, self.ttl = request, ttl
+
+    def _call(self, fn: str, client):
+        return self.request({"op": "ls", "fn": fn, "client": client})
+
+    def register(self, client): self._call("register", client)
+    def heartbeat(self, client): self._call("heartbeat", client)
+    def crash(self, client): self._call("crash", client)
+    def release(self, client): self._call("release", client)
+    def is_alive(self, client) -> bool: return self._call("is_alive", client)
+    def status(self, client) -> str: return self._call("status", client)
+
+
+class ProxyClock:
+    def __init__(self, request: Callable):
+        self.request = request
+
+    def now(self) -> float:
+        return self.request({"op": "now"})
+
+    def sleep(self, seconds: float) -> None:
+        self.request({"op": "sleep", "seconds": seconds})
+
+    advance = sleep
+
+
+class ProxyCluster:
+    """What a client may use: the cluster's services, each reached by message."""
+
+    history = None
+
+    def __init__(self, request: Callable, ttl: float):
+        self.bigtable = ProxyStore(request)
+        self.oracle = ProxyOracle(request)
+        self.lockservice = ProxyLockService(request, ttl)
+        self.clock = ProxyClock(request)
+        self.observers = ObserverRegistry()
+
+    @property
+    def lock_ttl(self) -> float:
+        return self.lockservice.ttl
+
+    def begin(self, client: Optional[str] = None) -> Transaction:
+        return Transaction(self, client)
+
+
+class ClientHost:
+    """Runs the world's clients (one thread each) and routes the world's messages to them.
+
+    ``send(msg)`` carries a message to the world; the world's messages come in
+    through :meth:`deliver`. ``roles`` maps a role name to
+    ``fn(answer, cluster, *args)``; ``answer`` is what the roles build on (the
+    student's class or function, or the reference's for trusted clients).
+    """
+
+    def __init__(self, send: Callable, roles: dict, answer, ttl: float):
+        self.send, self.roles, self.answer, self.ttl = send, roles, answer, ttl
+        self.inboxes: dict = {}
+        self.history = None              # the trusted host records its transactions there
+
+    def deliver(self, msg) -> None:
+        cid = msg.get("cid") if isinstance(msg, dict) else None
+        if msg.get("op") == "spawn" and cid not in self.inboxes:
+            self.inboxes[cid] = queue.Queue()
+            threading.stack_size(THREAD_STACK)
+            threading.Thread(target=self.client, args=(cid, msg), daemon=True).start()
+        elif cid in self.inboxes:
+            self.inboxes[cid].put(msg)
+
+    def request(self, cid: int, msg: dict):
+        self.send(dict(msg, cid=cid))
+        reply = self.inboxes[cid].get()
+        if reply.get("op") != "reply":
+            raise ClientGone(f"client {cid} crashed")
+        return decode(reply.get("value"))
+
+    def client(self, cid: int, spawn: dict) -> None:
+        cluster = ProxyCluster(lambda msg: self.request(cid, msg), spawn.get("ttl", self.ttl))
+        cluster.history = self.history
+        obj = None
+
+        def build():
+            return self.roles[spawn["role"]](self.answer, cluster, *decode(spawn.get("args", [])))
+        try:
+            obj = self.answer_with(cid, build)
+            while True:
+                msg = self.inboxes[cid].get()
+                if msg.get("op") != "call":
+                    return
+                method, args = msg.get("method"), decode(msg.get("args", []))
+                self.answer_with(cid, lambda: getattr(obj, method)(*args))
+        except ClientGone:
+            return
+        finally:
+            self.inboxes.pop(cid, None)
+
+    def answer_with(self, cid: int, fn: Callable):
+        """Run ``fn`` and send its outcome as this client's answer; return its value."""
+        try:
+            value = fn()
+            outcome = {"value": _encodable(value)}
+        except ClientGone:
+            raise
+        except Exception as exc:          # noqa: BLE001 - the student's exception is an answer
+            value, outcome = None, {"raised": describe_exception(exc)}
+        self.send({"cid": cid, "op": "answer", "outcome": outcome})
+        return value
+
+
+def _encodable(value):
+    try:
+        return encode(value)
+    except ProtocolError:
+        return encode(plain(value))

@@ -1,0 +1,445 @@
+"""The trusted world: the grader's own cluster, serving clients that run elsewhere.
+
+A :class:`TrustedWorld` holds every piece of state (the Bigtable, the oracle,
+the lock service, the manual clock) and a record of what happened. Clients
+(the student's code in the sandbox, and reference clients the world runs
+itself) reach it only by the messages of :mod:`.channel`; the world executes
+each one against its own store and logs it. Verdicts read only this record:
+what was written, what each request returned, what each client answered.
+
+One client runs at a time. A client's *scheduled* requests (a row
+transaction, a timestamp) wait until the scheduler picks that client; its
+other requests are answered at once. :meth:`TrustedWorld.run` starts a family
+of clients and asks a chooser (:mod:`.schedules`) which pending request goes
+next, or which client crashes there: a crashed client is never answered
+again (its proxies raise :class:`~.channel.ClientGone`) and its liveness
+token is marked crashed. A client that is merely not picked for a while is
+a delayed client: the clock moves on under the others' waits.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from percolator_ref.checker import TxnRecord, check_history, same_value
+from percolator_ref.model import Cell, Lock, Write, WriteKind, check_name, data_col, \
+    split_column, write_col
+from percolator_ref.step import Step
+from percolator_ref.transaction import Transaction
+
+from .channel import SCHEDULED, ProtocolError, check_client_message, encode
+from .clients import ClientHost
+from .framework import Fail, require
+from .protocol_world import TABLE, World, kind_of, render
+
+MAX_MESSAGES = 4000          # per run: more means an endless loop
+MAX_SLEEP = 3600.0
+STEPS = frozenset(s.value for s in Step)
+
+
+class CheckTimeout(Exception):
+    """The check ran past its time limit: a client never sent its next message."""
+
+
+class Violation(Exception):
+    """A client broke the channel's protocol; the check fails with this sentence."""
+
+
+class Hub:
+    """Where the world's messages go and come from: the student's host and the trusted host.
+
+    ``student_send(msg)`` carries a message to the student's clients; their
+    messages arrive through :meth:`arrive` (a reader thread of the sandbox's
+    pipe, or an in-process host). Reference clients run in ``self.trusted``.
+    ``broken`` is set when the student's side can no longer be used (a time
+    limit hit, the child died): the grader then starts a fresh one.
+    """
+
+    def __init__(self, student_send, roles: dict):
+        self.inbox: queue.Queue = queue.Queue()
+        self.student_send = student_send
+        self.trusted = ClientHost(lambda m: self.inbox.put(("trusted", m)), roles, Transaction,
+                                  ttl=0.0)
+        self.cids = itertools.count(1)
+        self.broken: Optional[str] = None
+
+    def arrive(self, host: str, msg) -> None:
+        self.inbox.put((host, msg))
+
+    def send(self, host: str, msg: dict) -> None:
+        if host == "trusted":
+            self.trusted.deliver(msg)
+        else:
+            self.student_send(msg)
+
+
+@dataclass(eq=False)
+class Client:
+    """The world's record of one client."""
+    cid: int
+    label: str
+    host: str
+    crashable: bool = False
+    timestamps: list = field(default_factory=list)
+    names: set = field(default_factory=set)
+    seen: list = field(default_factory=list)        # values handed to it in rows
+    answers: list = field(default_factory=list)     # outcomes, in order
+    pending: Optional[dict] = None
+    done: bool = False
+    crashed: bool = False
+
+    @property
+    def answer(self):
+        return self.answers[-1] if self.answers else None
+
+    def saw(self, value) -> bool:
+        """Was ``value`` handed to this client by the store (None: always)?"""
+        return value is None or any(same_value(v, value) for v in self.seen)
+
+
+@dataclass(frozen=True)
+class Participant:
+    """One client of a family: ``role(answer, cluster, *args)`` on ``host``."""
+    label: str
+    role: str
+    args: tuple = ()
+    host: str = "student"
+    crashable: bool = False
+
+
+class TrustedWorld(World):
+    """A :class:`~.protocol_world.World` that serves remote clients and logs every step."""
+
+    def __init__(self, hub: Hub, first_timestamp: int, deadline: float, ttl: float = 10.0):
+        super().__init__(first_timestamp, ttl)
+        self.hub, self.deadline, self.ttl = hub, deadline, ttl
+        self.clients: dict = {}
+        self.log: list = []
+        self.messages = 0
+        hub.trusted.history = self.cluster.history
+
+    def committed(self, values: dict, start: int, commit: int) -> None:
+        """As :meth:`World.committed`, and recorded in the history the checker reads."""
+        super().committed(values, start, commit)
+        record = TxnRecord(f"world@{start}", start, commit, "committed")
+        record.writes = [(Cell(TABLE, row, column), kind_of(value).name, value)
+                         for (row, column), value in values.items()]
+        self.cluster.history.records.append(record)
+
+    # -- clients -----------------------------------------------------------------
+    def spawn(self, p: Participant) -> Client:
+        """Start a client; it runs until its first scheduled request (or its answer)."""
+        c = Client(next(self.hub.cids), p.label, p.host, p.crashable)
+        self.clients[c.cid] = c
+        self.hub.send(p.host, {"cid": c.cid, "op": "spawn", "role": p.role,
+                               "args": encode(list(p.args)), "ttl": self.ttl})
+        self.drive(c)
+        return c
+
+    def client(self, role: str, *args, label: str = "you") -> Client:
+        """A student client built by ``role``, served alone until it answers."""
+        c = Client(next(self.hub.cids), label, "student")
+        self.clients[c.cid] = c
+        self.hub.send("student", {"cid": c.cid, "op": "spawn", "role": role,
+                                  "args": encode(list(args)), "ttl": self.ttl})
+        self.drive(c, alone=True)
+        return c
+
+    def call(self, c: Client, method: str, *args) -> dict:
+        """Run ``method`` on client ``c``, serving all its requests; its outcome."""
+        c.done = False
+        self.hub.send(c.host, {"cid": c.cid, "op": "call", "method": method,
+                               "args": encode(list(args))})
+        self.drive(c, alone=True)
+        return c.answer
+
+    def drive(self, c: Client, alone: bool = False) -> None:
+        """Serve ``c`` until it waits at a scheduled request (``alone``: serve those too)."""
+        while not c.done and not c.crashed:
+            msg = self.next_message(c)
+            if msg["op"] == "answer":
+                c.answers.append(msg["outcome"])
+                c.done = True
+            elif msg["op"] in SCHEDULED and not alone:
+                c.pending = msg
+                return
+            else:
+                self.serve(c, msg)
+
+    def next_message(self, c: Client) -> dict:
+        """The next message of ``c``; messages of crashed or finished clients are dropped."""
+        while True:
+            left = self.deadline - time.monotonic()
+            try:
+                host, raw = self.hub.inbox.get(timeout=max(left, 0))
+            except queue.Empty:
+                self.hub.broken = "timeout"
+                raise CheckTimeout(f"{c.label} sent no message for too long") from None
+            if raw is None:
+                self.hub.broken = "exited"
+                raise Violation("the grading process of your code exited")
+            try:
+                msg = check_client_message(raw)
+            except ProtocolError as exc:
+                self.hub.broken = "protocol"
+                raise Violation(f"a malformed message reached the store ({exc})") from None
+            sender = self.clients.get(msg["cid"])
+            if sender is c and host == c.host:
+                self.count()
+                return msg
+            if sender is None or sender.crashed or sender.done:
+                continue
+            self.hub.broken = "protocol"
+            raise Violation(f"client {sender.label} sent a request out of turn")
+
+    def count(self) -> None:
+        self.messages += 1
+        if self.messages > MAX_MESSAGES:
+            raise Violation(f"more than {MAX_MESSAGES} requests (an endless retry loop?)")
+
+    # -- serving one request ---------------------------------------------------------
+    def reply(self, c: Client, value) -> None:
+        self.hub.send(c.host, {"cid": c.cid, "op": "reply", "value": encode(value)})
+
+    def serve(self, c: Client, msg: dict) -> None:
+        op = msg["op"]
+        if op == "row":
+            return self.serve_row(c, msg)
+        if op == "ts":
+            ts = self.oracle.get_timestamp()
+            c.timestamps.append(ts)
+            self.note(c, f"took timestamp {ts} from the oracle")
+            return self.reply(c, ts)
+        if op == "end":
+            raise Violation(f"{c.label} ended a row transaction it never began")
+        return self.reply(c, self.service(c, msg))
+
+    def service(self, c: Client, msg: dict):
+        """The answer to an unscheduled request (oracle peek, lock service, clock, rows)."""
+        op = msg["op"]
+        if op == "peek":
+            return self.oracle.peek()
+        if op == "now":
+            return self.cluster.clock.now()
+        if op == "sleep":
+            seconds = msg["seconds"]
+            if not 0 <= seconds <= MAX_SLEEP:
+                raise Violation(f"{c.label} asked to sleep {seconds!r} s")
+            self.cluster.clock.advance(seconds)
+            return None
+        if op == "rows":
+            return self.listing(c, msg)
+        return self.lock_service(c, msg["fn"], msg["client"])
+
+    def listing(self, c: Client, msg: dict) -> list:
+        try:
+            for name in ("table", "start", "end"):
+                if msg[name] is not None:
+                    check_name(msg[name], name)
+        except (TypeError, ValueError) as exc:
+            raise Violation(f"{c.label} listed rows with a bad name ({exc})") from None
+        return self.cluster.bigtable.rows(msg["table"], msg["start"], msg["end"])
+
+    def lock_service(self, c: Client, fn: str, name):
+        if not isinstance(name, str) or not name or len(name) > 200:
+            raise Violation(f"{c.label} called the lock service with a bad client name {name!r}")
+        if fn in ("register", "heartbeat"):
+            c.names.add(name)
+        result = getattr(self.cluster.lockservice, fn)(name)
+        return result if fn in ("is_alive", "status") else None
+
+    def serve_row(self, c: Client, msg: dict) -> None:
+        """One row transaction: hand out the row, serve until ``end``, apply it atomically."""
+        step = msg["step"] if msg["step"] in STEPS else Step.ROW_TRANSACTION
+        try:
+            check_name(msg["table"], "table")
+            check_name(msg["row"], "row")
+        except (TypeError, ValueError) as exc:
+            raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
+        rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
+                                                   step=Step(step))
+        rt.__enter__()
+        try:
+            self.hand_out(c, rt)
+            end = self.row_end(c)
+        except BaseException as exc:
+            rt.__exit__(type(exc), exc, None)
+            raise
+        self.apply(c, rt, end)
+
+    def hand_out(self, c: Client, rt) -> None:
+        row = _row_value(rt)
+        c.seen.extend(v for versions in row.values() for _, v in versions)
+        self.reply(c, row)
+
+    def row_end(self, c: Client) -> dict:
+        while True:
+            msg = self.next_message(c)
+            if msg["op"] == "end":
+                return msg
+            if msg["op"] in SCHEDULED or msg["op"] == "answer":
+                raise Violation(f"{c.label} left a row transaction open")
+            self.reply(c, self.service(c, msg))
+
+    def apply(self, c: Client, rt, end: dict) -> None:
+        error = None
+        try:
+            for column, ts, value in end["mutations"] if end["commit"] else ():
+                rt.write(column, ts, value) if value is not None else rt.erase(column, ts)
+        except (TypeError, ValueError) as exc:
+            error = exc
+        ok = end["commit"] and error is None
+        rt.__exit__(None if ok else Violation, None, None)
+        if error is not None:
+            raise Violation(f"{c.label} wrote a bad mutation ({error})")
+        if ok:
+            self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
+                      else f"{rt.step} {rt.row}", rt.mutations)
+        self.reply(c, None)
+
+    def note(self, c: Client, what: str, mutations=()) -> None:
+        """Log one step with the cells after it (the counterexample's frames)."""
+        self.log.append({"client": c.label, "did": what,
+                         "writes": [[col, ts, render(v) if v is not None else None]
+                                    for col, ts, v in mutations],
+                         "clock": self.cluster.clock.now(),
+                         "cells": encode(self.cluster.bigtable.dump())})
+
+    # -- families ------------------------------------------------------------------------
+    def run(self, participants, chooser) -> list:
+        """Run a family of clients, letting ``chooser`` pick each scheduled step."""
+        clients = [self.spawn(p) for p in participants]
+        while True:
+            ready = [c for c in clients if c.pending is not None]
+            if not ready:
+                return clients
+            action, c = chooser.choose(ready)
+            if action == "crash":
+                self.crash_client(c)
+            else:
+                msg, c.pending = c.pending, None
+                self.serve(c, msg)
+                self.drive(c)
+
+    def close(self) -> None:
+        """End every client thread that is still waiting for calls."""
+        for c in self.clients.values():
+            if not c.crashed:
+                self.hub.send(c.host, {"cid": c.cid, "op": "bye"})
+        self.clients.clear()
+
+    def crash_client(self, c: Client) -> None:
+        """``c`` dies at its pending request: never answered again; its tokens crash."""
+        c.crashed, c.pending = True, None
+        for name in sorted(c.names):
+            self.cluster.lockservice.crash(name)
+        self.hub.send(c.host, {"cid": c.cid, "op": "gone"})
+        self.note(c, "crashed (never answered again)")
+
+    def settle(self) -> Transaction:
+        """After the family: time passes (every silent client is dead), a reference reader
+        reads every cell of the table, cleaning up what was left."""
+        self.cluster.clock.advance(3 * self.ttl)
+        reader = Transaction(self.cluster, "settle")
+        reader.scan(TABLE)
+        reader.abandon()
+        return reader
+
+
+def _row_value(rt) -> dict:
+    return {column: [(ts, v) for ts, v in reversed(versions.items())]
+            for column, versions in rt.loaded_row().items()}
+
+
+# -- what every schedule must keep (judged on the world's own record) ------------------
+
+def history_with(w: TrustedWorld, readers: dict) -> list:
+    """The world's transaction records plus each student reader's answered reads.
+
+    ``readers``: ``{client: [(cell, value), ...]}``; a value's version is the
+    commit_ts of the committed write of that value (-1 if none wrote it).
+    """
+    for record in w.cluster.history.records:
+        if record.status == "open":              # its client crashed mid-commit
+            record.status = "crashed"
+    w.cluster.history.resolve_crashed(w.cluster.bigtable)
+    records = list(w.cluster.history.records)
+    for c, reads in readers.items():
+        require(c.timestamps, f"{c.label} never took a start timestamp from the oracle")
+        record = TxnRecord(c.label, c.timestamps[0], status="committed")
+        record.reads = [(cell, version_of(records, cell, value), value) for cell, value in reads]
+        for cell, version, value in record.reads:
+            require(version != -1, f"{c.label} (start_ts {c.timestamps[0]}) read {value!r} from "
+                                   f"{cell}: no transaction committed that value there (data of "
+                                   f"a transaction that had not committed)")
+        records.append(record)
+    return records
+
+
+def record_intent(txn) -> None:
+    """Record a reference writer's writes before it commits (a crash skips its finish)."""
+    if txn.record is not None:
+        txn.record.writes = [(m.cell, m.kind.name, m.value) for m in txn.writes.values()]
+
+
+def version_of(records, cell, value) -> Optional[int]:
+    if value is None:
+        return None
+    for r in records:
+        if r.committed and any(c == cell and same_value(v, value) for c, _, v in r.writes):
+            return r.commit_ts
+    return -1
+
+
+def judge_history(records) -> None:
+    report = check_history(records)
+    require(report.ok, "; ".join(f"{a.name}: {a.description}" for a in report.anomalies[:2]))
+
+
+def protocol_invariants(w: TrustedWorld) -> None:
+    """No lock left behind, no write record pointing at erased data, no half-visible
+    transaction, no commit after rollback (on the settled store)."""
+    dump = w.cluster.bigtable.dump(TABLE).get(TABLE, {})
+    for row, columns in dump.items():
+        for physical, versions in columns.items():
+            column, kind = split_column(physical)
+            if kind == "lock":
+                raise Fail(f"a lock was left behind on {row}.{column} at {versions[0][0]} "
+                           f"after every client finished and a reader cleaned up")
+            if kind == "write":
+                for commit_ts, write in versions:
+                    _points_at_data(columns, row, column, commit_ts, write)
+    for record in w.cluster.history.records:
+        _all_or_nothing(w, record)
+
+
+def _points_at_data(columns, row, column, commit_ts, write) -> None:
+    if not isinstance(write, Write) or write.kind is not WriteKind.PUT:
+        return
+    data = dict(columns.get(data_col(column), []))
+    require(write.start_ts in data, f"the write record of {row}.{column} at {commit_ts} points at "
+                                    f"data at {write.start_ts}, which was erased")
+
+
+def _all_or_nothing(w: TrustedWorld, record) -> None:
+    if not record.writes:
+        return
+    visible = []
+    for cell, _, _ in record.writes:
+        found = w.cluster.bigtable.versions(cell.table, cell.row, write_col(cell.column))
+        visible.append(any(isinstance(v, Write) and v.start_ts == record.start_ts
+                           for _, v in found))
+    if record.committed:
+        require(all(visible), f"{record.client} committed at {record.commit_ts} but only part of "
+                              f"its writes have write records (a half-visible transaction)")
+    else:
+        require(not any(visible), f"{record.client} did not commit (rolled back), yet a write "
+                                  f"record points at its start_ts {record.start_ts}")
+
+
+def is_lock(value) -> bool:
+    return isinstance(value, Lock)
