@@ -22,6 +22,7 @@ from sortedcontainers import SortedDict
 from percolator_ref.bigtable import RowTransaction
 from percolator_ref.model import check_name
 from percolator_ref.observers import ObserverRegistry
+from percolator_ref.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
@@ -31,8 +32,12 @@ from .framework import describe_exception, plain
 THREAD_STACK = 512 * 1024
 
 
-class ProxyStore:
-    """The Bigtable as a client sees it: each row transaction is begun and ended by message."""
+class ProxyStore(RawCellOperations):
+    """The Bigtable as a client sees it: each row transaction is begun and ended by message.
+
+    Figure 8's raw operations (``read``, ``write``, ``erase``) and ``versions``
+    are one-cell row transactions, so they are messages too.
+    """
 
     def __init__(self, request: Callable):
         self.request = request
@@ -55,6 +60,11 @@ class ProxyStore:
     def end(self, rt: RowTransaction, commit: bool) -> None:
         mutations = [[c, ts, None if v is None else encode(v)] for c, ts, v in rt.mutations]
         self.request({"op": "end", "commit": commit, "mutations": mutations})
+
+    def versions(self, table: str, row: str, bigtable_column: str) -> list:
+        """``[(ts, value), ...]`` newest first: one read-only row transaction."""
+        with self.row_transaction(table, row, step=Step.BIGTABLE_READ) as rt:
+            return rt.versions(bigtable_column)
 
     def rows(self, table: str, start_row: Optional[str] = None, end_row: Optional[str] = None):
         return self.request({"op": "rows", "table": table, "start": start_row, "end": end_row})
