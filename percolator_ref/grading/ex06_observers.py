@@ -548,7 +548,7 @@ def _race_conflict(trial, p):
         require(d.acks()[0] in clients["R"].timestamps and not d.locks(),
                 f"the committed acknowledgement {d.acks()[0]} must be the start_ts of your run's "
                 f"committed transaction; locks left: {d.locks()}")
-    trial.explore(family, judge, ttl=FAMILY_TTL, crashes=0)
+    trial.explore(family, judge, ttl=FAMILY_TTL, preemptions=1, crashes=0)
 
 
 @exercise.check("a run that crashes at any point is settled: redone, or rolled forward",

@@ -18,9 +18,11 @@ world's own record: the balances a reference transaction reads after every
 client finished, and which transactions left write records (committed); the
 client's answer counts only as what ``withdraw`` returned. The families of
 interleavings are enumerated by :meth:`~.interactive.Trial.explore`: every
-schedule of two withdrawals with at most two preemptions (a crash included),
-also after an earlier withdrawal of the same customer, and with two different
-amounts. Customers, balances, amounts and timestamps come from the secret;
+schedule of two withdrawals of two different amounts with at most two
+preemptions, and every schedule with one preemption of two withdrawals after
+an earlier withdrawal of the same customer. No family crashes a withdrawal:
+``withdraw`` only reads and buffers, and a crash after it is the reference
+commit's business (exercises 1-4). Customers, balances, amounts and timestamps come from the secret;
 each withdrawal of a family needs the other account's money (it is larger
 than either balance) and leaves at least 100 of the total, so the same
 schedules decide under every secret.
@@ -262,8 +264,8 @@ def _skew(trial, p):
                   ttl=FAMILY_TTL, crashes=0)
 
 
-@exercise.check("every interleaving of two withdrawals after an earlier one, and a crash, "
-                "keeps the total >= 0", params=_params, limit=40.0)
+@exercise.check("every interleaving of two withdrawals after an earlier one keeps the total >= 0",
+                params=_params, limit=30.0)
 def _skew_again(trial, p):
     small, amounts = p["small"], (p["big"] - p["small"], p["big"] - p["small"])
 
@@ -275,7 +277,7 @@ def _skew_again(trial, p):
                 f"and commit; withdraw {said(earlier.answer)}")
         return _pair(p, amounts)
     trial.explore(family, _judge_pair(p, amounts, p["checking"] + p["savings"] - small),
-                  ttl=FAMILY_TTL, preemptions=1, crashes=1)
+                  ttl=FAMILY_TTL, preemptions=1, crashes=0)
 
 
 # -- 5. other customers ---------------------------------------------------------------------------
