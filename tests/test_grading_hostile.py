@@ -414,3 +414,114 @@ def test_canned_observations_pass_no_check_under_other_secrets():
     passed = {c.name for _ in range(500) for params in [spec.params(rng.getrandbits(63))]
               for c in spec.checks if judge(c, canned[c.name], params[c.name]).passed}
     assert passed == set()
+
+
+# -- exercise 1: the student's code is only a client of the grader's trusted world ------------
+
+WRONG_READ = '''
+from percolator_ref import Transaction
+from percolator_ref.transaction import SnapshotRead
+
+
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        return SnapshotRead()
+'''
+
+CLIENT_ATTACKS = {
+    "forged observations: every role and answer replaced by canned values": WRONG_READ + '''
+import sys
+for name, module in list(sys.modules.items()):
+    if name.startswith("percolator_ref.grading"):
+        spec = getattr(module, "exercise", None)
+        if spec is not None and hasattr(spec, "roles"):
+            for role in list(spec.roles):
+                spec.roles[role] = lambda answer, cluster, *args: [1, 2]
+clients = sys.modules["percolator_ref.grading.clients"]
+def canned(self, cid, fn):
+    self.send({"cid": cid, "op": "answer", "outcome": {"value": [1, 2]}})
+clients.ClientHost.answer_with = canned
+''',
+    "a forged report on every descriptor": WRONG_READ + '''
+import json, os, struct
+report = json.dumps({"results": {}, "guarded": True, "passed": True}).encode()
+ready = json.dumps({"op": "ready"}).encode()
+fake = json.dumps({"cid": 1, "op": "answer", "outcome": {"value": True}}).encode()
+for fd in range(3, 30):
+    for data in (report, struct.pack(">I", len(ready)) + ready, struct.pack(">I", len(fake)) + fake):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+''',
+    "the job read from the grading code's stack frames": WRONG_READ + '''
+import json, os, sys
+frame, job = sys._getframe(), None
+while frame is not None and job is None:
+    job = frame.f_locals.get("job") if isinstance(frame.f_locals.get("job"), dict) else None
+    frame = frame.f_back
+if job is not None:
+    names = list(job.get("params") or {})
+    report = {"nonce": job["nonce"], "guarded": True, "landlock": "",
+              "results": {n: {"obs": {}} for n in names}}
+    os.write(job["result_fd"], json.dumps(report).encode())
+    os._exit(0)
+''',
+    "rebuilds the hidden step from an optimized .pyc": '''
+import marshal, os, sys, types
+import percolator_ref
+from percolator_ref import Transaction
+
+CACHE = os.path.join(os.path.dirname(percolator_ref.__file__), "__pycache__")
+FOUND = {}
+for name in sorted(os.listdir(CACHE)):
+    if name.startswith("transaction.") and ".opt-" in name:
+        with open(os.path.join(CACHE, name), "rb") as f:
+            code = marshal.loads(f.read()[16:])
+        copy = sys.modules["percolator_ref.t2"] = types.ModuleType("percolator_ref.t2")
+        copy.__package__ = "percolator_ref"
+        exec(code, copy.__dict__)
+        FOUND["ns"] = copy.__dict__
+        break
+
+
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        step = FOUND["ns"]["snapshot_read"]
+        result = step(rt, self.start_ts, cell.column)
+        return result
+''',
+}
+
+
+@pytest.fixture
+def optimized_pyc():
+    """A ``python -O`` left an optimized compiled copy of the hidden module behind."""
+    import importlib.util
+    import py_compile
+    source = REPO / "percolator_ref" / "transaction.py"
+    target = Path(importlib.util.cache_from_source(str(source), optimization=1))
+    existed = target.exists()
+    py_compile.compile(str(source), cfile=str(target), optimize=1, doraise=True)
+    yield target
+    if not existed:
+        target.unlink()
+
+
+@pytest.mark.parametrize("name", list(CLIENT_ATTACKS))
+def test_client_attacks_on_exercise_1_score_zero(name, tmp_path, optimized_pyc):
+    from percolator_ref.grading import exercise
+    path = student_notebook(tmp_path / "evil.ipynb", 1, CLIENT_ATTACKS[name])
+    g = grade(path, limits=Limits(scenario_timeout=2))
+    assert g.total == len(exercise(1).exercise) and g.n_passed == 0, g.summary()
+    assert all(r.reason for r in g.checks)
+    if "pyc" in name:
+        assert "opt-1.pyc is refused during grading" in g.problems[0]
+
+
+def test_the_optimized_pyc_rebuilds_the_step_outside_the_sandbox(optimized_pyc):
+    """The attack above is real: unsandboxed, it passes every check."""
+    from percolator_ref import grading
+    namespace = {}
+    exec(CLIENT_ATTACKS["rebuilds the hidden step from an optimized .pyc"], namespace)
+    assert grading.check(1, namespace["SnapshotReadTransaction"]).passed

@@ -51,16 +51,18 @@ def _fields_role(Answer, cluster, rows):
 
 
 @exercise.role("reader")
-def _reader_role(Answer, cluster, cells):
+def _reader_role(Answer, cluster, cells, client=None):
     """One transaction reading ``cells`` in order: the list of values."""
-    txn = Answer(cluster)
+    txn = Answer(cluster, client)
     return [txn.get(row, column) for row, column in cells]
 
 
 @exercise.role("writer")
-def _writer_role(Answer, cluster, values):
-    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?"""
-    txn = Answer(cluster)
+def _writer_role(Answer, cluster, values, client=None):
+    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?
+
+    ``client``: the worker it runs in (a name shared with other transactions)."""
+    txn = Answer(cluster, client)
     for row, column, value in values:
         txn.set(row, column, value) if value is not None else txn.delete(row, column)
     record_intent(txn)
@@ -341,17 +343,18 @@ def _family_p(rng):
     return dict(timeline(rng), **amounts(rng, "b0", "j0", "b1", "j1", "b2", "j2"))
 
 
-def _judge_reader(w, clients) -> None:
+def _judge_reader(w, clients, cells=CELLS) -> None:
     """The reader's answer against the world's record: SI, then the protocol's invariants."""
     reader = clients["R"]
     result = reader.answer
     values = result.get("value") if isinstance(result, dict) else None
-    require(isinstance(values, list) and len(values) == len(CELLS),
-            f"your reader (Get of Bob.bal, then Joe.bal) {said(result)}")
+    names = " then ".join(f"{r}.{c}" for r, c in cells)
+    require(isinstance(values, list) and len(values) == len(cells),
+            f"your reader (Get of {names}) {said(result)}")
     for value in values:
         require(reader.saw(value), f"your reader returned {value!r}, a value the store never "
                                    f"handed it")
-    judge_history(history_with(w, {reader: list(zip([Cell(TABLE, *c) for c in CELLS], values))}))
+    judge_history(history_with(w, {reader: list(zip([Cell(TABLE, *c) for c in cells], values))}))
     protocol_invariants(w)
 
 
@@ -382,3 +385,30 @@ def _race_reuse(trial, p):
         return [_transfer("W", p["b2"], p["j2"], crashable=False),
                 Participant("R", "reader", (CELLS,))]
     trial.explore(family, _judge_reader, ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every interleaving of your reader with a transfer run by the same worker "
+                "(one client name, one liveness token)", params=_family_p, limit=20.0)
+def _race_same_worker(trial, p):
+    def family(w):
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
+                    w.oracle.peek() + 1)
+        w.cluster.lockservice.register("worker")
+        return [Participant("R", "reader", (CELLS, "worker")),
+                Participant("W", "writer", ([["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]],
+                                            "worker"), host="trusted", crashable=True)]
+    trial.explore(family, _judge_reader, ttl=FAMILY_TTL)
+
+
+@exercise.check("every interleaving of your reader with a transfer that deletes a cell, and its "
+                "crash", params=_family_p, limit=20.0)
+def _race_delete(trial, p):
+    def family(w):
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
+                    w.oracle.peek() + 1)
+        return [Participant("R", "reader", (CELLS[::-1],)), _transfer("W", p["b1"], None)]
+    trial.explore(family, _judge_reader_reversed, ttl=FAMILY_TTL)
+
+
+def _judge_reader_reversed(w, clients) -> None:
+    _judge_reader(w, clients, CELLS[::-1])

@@ -196,7 +196,18 @@ def _module_files(targets) -> list:
             files.append(os.path.realpath(spec.origin))
             if spec.cached:
                 files.append(os.path.realpath(spec.cached))
+            files += _compiled_variants(spec.origin)
     return files
+
+
+def _compiled_variants(origin: str) -> list:
+    """Every compiled form of a module (``-O``/``-OO`` ones too: ``.opt-1.pyc``, ``.opt-2.pyc``)."""
+    source = Path(origin)
+    cache = source.parent / "__pycache__"
+    found = [source.with_suffix(".pyc")]
+    if cache.is_dir():
+        found += sorted(cache.glob(source.stem + ".*.pyc"))
+    return [os.path.realpath(f) for f in found]
 
 
 def _is_repository(path: Path) -> bool:

@@ -88,7 +88,8 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
             max_runs: int = 5000) -> Outcome:
     """Run every schedule within the bounds; keep the shortest failing one.
 
-    ``run(chooser) -> (failure sentence or None, log of steps)``. A time
+    ``run(chooser, record) -> (failure sentence or None, log of steps)``; ``record``:
+    keep the cells after each step (only for the failure reported). A time
     limit or a protocol violation stops the search at once (it is the
     failure).
     """
@@ -97,12 +98,14 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
         if outcome.runs >= max_runs:
             raise RuntimeError(f"internal: more than {max_runs} schedules: bound the family")
         chooser = Chooser(tuple(todo.pop()))
-        failure, steps = run(chooser)
+        failure, steps = run(chooser, False)
         outcome.runs += 1
         if failure is not None and _shorter(steps, chooser.taken, outcome):
             outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
         for i in range(len(chooser.taken) - 1, len(chooser.prefix) - 1, -1):
             todo.extend(reversed(chooser.alternatives(i, preemptions, crashes)))
+    if outcome.failure is not None:             # run it again, keeping the cells of each step
+        outcome.failure, outcome.steps = run(Chooser(outcome.schedule), True)
     return outcome
 
 
@@ -118,8 +121,9 @@ def judged_run(world_factory: Callable, family: Callable, judge: Callable):
     ``family(w) -> participants``; ``judge(w, clients)`` raises :class:`Fail`.
     Timeouts and violations propagate (they end the check).
     """
-    def run(chooser):
+    def run(chooser, record: bool):
         w = world_factory()
+        w.recording = record
         try:
             clients = w.run(family(w), chooser)
             w.settle()

@@ -119,6 +119,7 @@ class TrustedWorld(World):
         self.hub, self.deadline, self.ttl = hub, deadline, ttl
         self.clients: dict = {}
         self.log: list = []
+        self.recording = True              # keep the cells after each step (off while exploring)
         self.messages = 0
         hub.trusted.history = self.cluster.history
 
@@ -309,6 +310,9 @@ class TrustedWorld(World):
 
     def note(self, c: Client, what: str, mutations=()) -> None:
         """Log one step with the cells after it (the counterexample's frames)."""
+        if not self.recording:
+            self.log.append({"client": c.label, "did": what})
+            return
         self.log.append({"client": c.label, "did": what,
                          "writes": [[col, ts, render(v) if v is not None else None]
                                     for col, ts, v in mutations],

@@ -1,0 +1,223 @@
+"""The trusted world's families of schedules: coverage, secret-independence, counterexamples.
+
+Exercise 1 runs as a client of the grader's own cluster; its last checks explore
+every schedule of a small family of clients within the bounds of
+grading/schedules.py. These tests pin what that promises.
+"""
+import itertools
+import time
+import json
+import subprocess
+import sys
+
+import pytest
+
+from percolator_ref import grading
+from percolator_ref.grading.channel import ProtocolError, check_client_message, decode, encode
+from percolator_ref.grading.interactive import local_hub, run_trusted, self_check
+from percolator_ref.grading.schedules import Chooser, explore
+from percolator_ref.model import Cell, Lock, Write, WriteKind
+from grading_helpers import REPO, load_catalogue, solution_answer
+
+INTERACTIVE = [n for n in sorted(grading.MODULES) if grading.exercise(n).exercise.interactive]
+
+
+def answer_of(n: int, source: str):
+    namespace = {}
+    exec(compile(source, "<answer cell x>", "exec"), namespace)
+    return namespace[grading.exercise(n).exercise.answer]
+
+
+def catalogue_module(n: int):
+    import importlib.util
+    path = next((REPO / "tests" / "wrong_answers").glob(f"ex{n:02d}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"wrong_{n}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- the channel --------------------------------------------------------------------------
+
+def test_values_cross_the_channel_and_back():
+    lock = Lock(7, Cell("default", "Bob", "bal"), False, "T7", WriteKind.DELETE)
+    for value in (None, 3, "x", 2.5, True, b"\x00", (1, "a"), [1, [2]], {"k": (1, 2)}, lock,
+                  Write(5), Cell("t", "r", "c"), float("nan")):
+        back = decode(json.loads(json.dumps(encode(value))))
+        assert back == value or (value != value and back != back)
+        assert type(back) is type(value)
+
+
+@pytest.mark.parametrize("data", [
+    {"$": "Lock", "start_ts": "7", "primary": {"$": "T", "v": ["a", "b", "c"]},
+     "is_primary": True, "client": None, "kind": "data"},
+    {"$": "Pickle", "v": "gASV"}, {"no": "tag"}, {"$": "K", "v": "both"},
+    {"$": "D", "v": [[[1], 2]]}, {"$": "F", "v": "1e999"},
+])
+def test_malformed_values_are_refused(data):
+    with pytest.raises(ProtocolError):
+        decode(data)
+
+
+@pytest.mark.parametrize("msg", [
+    {"cid": 1, "op": "exec", "code": "x"}, {"cid": "1", "op": "ts"},
+    {"cid": 1, "op": "ts", "extra": 1}, {"cid": 1, "op": "sleep", "seconds": True},
+    {"cid": 1, "op": "ls", "fn": "kill", "client": "W"},
+    {"cid": 1, "op": "end", "commit": True, "mutations": [["c", "7", 1]]},
+    {"cid": 1, "op": "answer", "outcome": {"value": 1, "raised": "x"}},
+])
+def test_malformed_messages_are_refused(msg):
+    with pytest.raises(ProtocolError):
+        check_client_message(msg)
+
+
+# -- the enumeration ------------------------------------------------------------------------
+
+class Toy:
+    """Clients that each take ``n`` scheduled steps; records the order of steps run."""
+
+    def __init__(self, label, n, crashable=False):
+        self.label, self.n, self.crashable, self.pending = label, n, crashable, True
+
+
+def run_toy(chooser, sizes=(3, 3), crashable=False):
+    clients = [Toy(chr(65 + i), n, crashable) for i, n in enumerate(sizes)]
+    left = {c.label: c.n for c in clients}
+    order = []
+    while True:
+        ready = [c for c in clients if left[c.label] > 0]
+        if not ready:
+            return order
+        action, c = chooser.choose(ready)
+        if action == "crash":
+            left[c.label] = 0
+            order.append(c.label + "!")
+        else:
+            left[c.label] -= 1
+            order.append(f"{c.label}{c.n - left[c.label]}")
+
+
+def all_orders(preemptions, crashes=0, sizes=(3, 3), crashable=False):
+    seen = []
+
+    def run(chooser, record):
+        seen.append(tuple(run_toy(chooser, sizes, crashable)))
+        return None, []
+    explore(run, preemptions, crashes)
+    return seen
+
+
+def test_two_preemptions_put_every_pair_of_steps_in_both_orders():
+    runs = all_orders(2)
+    assert len(runs) == len(set(runs))                       # no schedule twice
+    steps_a, steps_b = ["A1", "A2", "A3"], ["B1", "B2", "B3"]
+    for a, b in itertools.product(steps_a, steps_b):
+        assert any(r.index(a) < r.index(b) for r in runs)
+        assert any(r.index(b) < r.index(a) for r in runs)
+
+
+def test_without_bounds_every_interleaving_runs():
+    assert len(set(all_orders(10))) == 20                    # C(6, 3)
+
+
+def test_a_crash_is_tried_at_every_step():
+    runs = all_orders(0, crashes=1, sizes=(2, 2), crashable=True)
+    crashes = {r[:r.index(c + "!")] for r in runs for c in "AB" if c + "!" in r}
+    assert len(crashes) >= 4
+
+
+def test_a_chooser_follows_its_prefix():
+    chooser = Chooser((("go", "B"), ("go", "A")))
+    assert run_toy(chooser)[:2] == ["B1", "A1"]
+
+
+# -- the families, the secret, the self-check ------------------------------------------------
+
+@pytest.mark.parametrize("n", INTERACTIVE)
+def test_the_schedules_run_do_not_depend_on_the_secret(n):
+    spec = grading.exercise(n).exercise
+    answer = answer_of(n, solution_answer(n))
+    families = [c for c in spec.checks if c.name.startswith("every")]
+    assert families
+    counts = []
+    for secret in (0, 1, 2):
+        params = spec.params(secret)
+        hub, runs = local_hub(spec, answer), []
+        for check in families:
+            import percolator_ref.grading.interactive as interactive
+            trial = interactive.Trial(hub, time.monotonic() + 300, params[check.name])
+            check.fn(trial, params[check.name])
+            runs.append(trial.runs)
+        counts.append(runs)
+    assert counts[0] == counts[1] == counts[2] and min(counts[0]) > 1
+
+
+@pytest.mark.parametrize("n", INTERACTIVE)
+def test_interleaving_entries_pass_every_single_client_check_and_fail_a_family(n):
+    module = catalogue_module(n)
+    assert len(module.INTERLEAVING) >= 2
+    spec = grading.exercise(n).exercise
+    for name in module.INTERLEAVING:
+        report = self_check(spec, answer_of(n, module.WRONG[name]))
+        failed = [r for r in report.results if not r.passed]
+        assert failed and all(r.name.startswith("every") for r in failed), (name, str(report))
+        example = grading.replay(report)
+        assert len(example) >= 2 and "failed:" in example.transcript()
+
+
+def test_a_counterexample_replays_from_a_file(tmp_path):
+    module = catalogue_module(1)
+    name = sorted(module.INTERLEAVING)[0]
+    report = self_check(grading.exercise(1).exercise, answer_of(1, module.WRONG[name]))
+    failing = next(r for r in report.results if r.counterexample)
+    from percolator_ref.grading.replay import save
+    path = save(failing.counterexample, tmp_path / "cx.json")
+    out = subprocess.run([sys.executable, "-m", "percolator_ref", "replay", str(path)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert failing.reason.split(" (shortest")[0] in out.stdout
+    assert out.stdout.count("step ") >= len(failing.counterexample["steps"])
+    assert "bal:lock" in out.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    out = subprocess.run([sys.executable, "-m", "percolator_ref", "replay", str(bad)],
+                         capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 2 and "file" in out.stderr
+
+
+def test_the_self_check_says_so_and_matches_the_grader(tmp_path):
+    from percolator_ref.grading.grader import Limits, grade
+    from grading_helpers import student_notebook
+    module = catalogue_module(1)
+    source = module.WRONG[sorted(module.INTERLEAVING)[0]]
+    report = self_check(grading.exercise(1).exercise, answer_of(1, source))
+    assert "self-check" in str(report)
+    g = grade(student_notebook(tmp_path / "x.ipynb", 1, source), limits=Limits())
+    assert [r.passed for r in g.checks] == [r.passed for r in report.results]
+
+
+def test_a_looping_answer_fails_only_the_checks_it_loops_in(tmp_path):
+    from percolator_ref.grading.grader import Limits, grade
+    from grading_helpers import student_notebook
+    source = solution_answer(1).replace(
+        "        column = cell.column\n",
+        "        column = cell.column\n"
+        "        while rt.row == 'Ann':           # a student's debugging loop left in\n"
+        "            pass\n")
+    assert "while rt.row" in source
+    g = grade(student_notebook(tmp_path / "x.ipynb", 1, source), limits=Limits(scenario_timeout=1))
+    failed = [r for r in g.checks if not r.passed]
+    assert [r.name for r in failed] == ["SnapshotRead reports the lock met, or the commit_ts of "
+                                        "the version read"], g.summary()
+    assert "time limit" in failed[0].reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", INTERACTIVE)
+def test_every_catalogue_entry_scores_the_same_under_100_secrets(n):
+    spec = grading.exercise(n).exercise
+    for name, source in load_catalogue(n).items():
+        answer = answer_of(n, source)
+        scores = {tuple(r.passed for r in self_check(spec, answer, secret).results)
+                  for secret in range(100)}
+        assert len(scores) == 1, name
