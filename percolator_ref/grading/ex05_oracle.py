@@ -306,7 +306,8 @@ def _after_crash(w, p, k: int) -> None:
             f"everything served (write the new mark to a temporary file, then os.replace it)")
 
 
-@exercise.check("a crash at any disk call, then a restart, never serves a timestamp twice",
+@exercise.check("every crash point of a run with restarts: the restarted oracle never serves a "
+                "timestamp twice",
                 params=lambda rng: {"t0": rng.randrange(10, 10 ** 6),
                                     "first": rng.randrange(10, 10 ** 6), "size": rng.randrange(3, 7)},
                 limit=30.0)
@@ -314,7 +315,9 @@ def _crashes(trial, p):
     w = OracleWorld(trial)
     _script(w, p)
     calls = w.disk.mutations
+    trial.runs += 1
     for k in range(1, calls + 1):
+        trial.runs += 1
         w = OracleWorld(trial, crash_at=k)
         try:
             _script(w, p)

@@ -23,8 +23,10 @@ The student's functions run in the sandbox as clients of the grader's
 transaction and timestamp is a message, logged by the world. Verdicts read
 the world's record (the cells a reference transaction reads, which client
 touched which row) and compare the clients' answers with it. The last
-checks enumerate every schedule of two aggregations and a trade (at most two
-preemptions), and every crash point of an aggregation: the volume folded
+checks enumerate every schedule of two aggregations and a trade with at most
+one preemption (a switch away from a client that could go on; switching when
+a client finishes is free, so "A reads, B folds, the trade commits, A
+writes" is in), and every crash point of an aggregation racing a trade: the volume folded
 plus the side rows left must always account for each committed trade once.
 No reference implementation of these functions exists in the package, so
 nothing is hidden; a graded function that only delegates is rejected
@@ -343,10 +345,10 @@ def _race(trial, p):
         return [Participant("A", "aggregate", (broker,)), Participant("B", "aggregate", (broker,)),
                 Participant("T", "trade", (broker, *late[0]))]
     trial.explore(family, _judge_market(p, seeded, {"T": late[0]}), ttl=FAMILY_TTL,
-                  preemptions=1, crashes=0)
+                  preemptions=1, crashes=0)       # three clients: two preemptions run ~3000
 
 
-@exercise.check("an aggregation that crashes at any point loses no trade and counts none twice",
+@exercise.check("every crash point of an aggregation loses no trade and counts none twice",
                 params=_params, limit=30.0)
 def _crash(trial, p):
     broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)

@@ -7,7 +7,8 @@ of the world runs a call (:func:`serving`), ``open``/``io.open``,
 ``os.open``/``write``/``read``/``close``/``fsync``, ``os.replace``/``rename``,
 ``os.remove``/``unlink``, ``os.stat``/``lstat`` (so ``os.path.exists``),
 ``os.listdir`` and ``os.mkdir`` on them become ``disk`` messages to the world
-(:mod:`.channel`). Every other path goes to the real call unchanged. A write
+(:mod:`.channel`); in a notebook, IPython's own ``open`` (which wraps
+``io.open``) is routed too. Every other path goes to the real call unchanged. A write
 reaches the disk when the file is flushed or closed (``os.write``: at once),
 as one ``put`` of the file's whole content; opening for writing truncates or
 creates at once; so the world sees every state a crash could leave.
@@ -25,6 +26,7 @@ import io
 import os
 import posixpath
 import stat
+import sys
 import threading
 from typing import Optional
 
@@ -284,6 +286,9 @@ def install() -> None:
             "open", "write", "read", "close", "fsync", "fdatasync", "replace", "rename",
             "remove", "unlink", "stat", "lstat", "listdir", "mkdir")}})
         builtins.open = io.open = _open
+        shell = sys.modules.get("IPython.core.interactiveshell")     # a notebook's own ``open``
+        if shell is not None and getattr(shell, "io_open", None) is _real["open"]:
+            shell.io_open = _open                                     # wraps io.open: route it too
         os.open = _os_open
         for name in ("write", "read", "close", "fsync", "fdatasync"):
             setattr(os, name, _fd_call(name))

@@ -209,9 +209,11 @@ class Oracle:
 }
 
 
-# Misconceptions that show only at a crash or a restart: each answer serves the right
-# timestamps in every run without one, and its state file is right after every call.
-RACES = {
+# Misconceptions about a crash or a restart. Grading keeps the state file on the grader's own
+# disk and crashes the oracle at each of its disk calls: a background writer the oracle starts
+# is refused there (only the oracle's own calls reach its disk), so that entry is caught by the
+# single-run checks too.
+WRONG.update({
     "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)": '''
 import os
 
@@ -345,5 +347,12 @@ class Oracle:
         ts, self.next = self.next, self.next + 1
         return ts
 ''',
+})
+
+INTERLEAVING = {
+    # misconceptions that only a crash (or a restart) shows: every single-run check passes them
+    "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)",
+    "allocates its first range at start from first_timestamp, not from the mark",
+    "moves the old state file aside as a backup before writing the new mark",
+    "reads the mark, then removes the state file so a stale mark cannot linger",
 }
-WRONG.update(RACES)

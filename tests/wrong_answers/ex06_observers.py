@@ -439,7 +439,7 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
 
 # Misconceptions that show only in an interleaving or a crash: each answer runs every
 # notification exactly once when the runs, the writes and the crashes do not overlap.
-RACES = {
+WRONG.update({
     "checks for the notification in a read-only transaction, then runs the observer in a new one": cell(
         '''
 from types import SimpleNamespace
@@ -504,6 +504,34 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
         attempt += 1
 ''',
         ANSWER),
+    "retries a lost commit by committing the same transaction again": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    txn = cluster.begin(client=client)
+    if pending_notification(txn, observer, row) is None:
+        txn.commit()
+        return False
+    txn.acknowledge(observer.ack_cell(row))
+    try:
+        observer.fn(txn, row, observer.column)
+    except Exception:
+        txn.abandon()
+        raise
+    for attempt in range(10):                   # the row is busy: back off, try the commit again
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+    return False
+''',
+        ANSWER),
     "ignores a lock on the acknowledgement (a run that has not committed does not count)": cell(
         '''
 from types import SimpleNamespace
@@ -557,6 +585,17 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
         attempt += 1
 ''',
         ANSWER),
-}
-WRONG.update(RACES)
+})
 
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients (or a crash) shows: every check that
+    # runs one client at a time passes them
+    "checks for the notification in a read-only transaction, then runs the observer in a new one",
+    "ignores a lock on the acknowledgement (a run that has not committed does not count)",
+    "acknowledges with a timestamp taken just before it commits (all work up to now is done)",
+    "retries a lost commit by committing the same transaction again",
+    "compares the notification with when the ack was committed, not its value",
+    "gives up when the run's commit conflicts (no retry)",
+    "reads the acknowledgement's data column directly (an uncommitted ack counts)",
+    "retries the observer without checking the notification again",
+}

@@ -261,7 +261,7 @@ def aggregate(cluster, broker):
 
 # Misconceptions that show only in an interleaving or a crash: each answer folds every
 # trade exactly once when aggregations, trades and crashes do not overlap.
-RACES = {
+WRONG.update({
     "retries a fold that lost its conflict, with the side rows it had already read": cell(
         '''
 from types import SimpleNamespace
@@ -395,5 +395,17 @@ def aggregate(cluster, broker):
 ''',
         CORRECT_BROKER_VOLUME,
         ANSWER),
+})
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients (or a crash) shows: every check that
+    # runs one client at a time, or trades in a fixed order, passes them
+    "retries a fold that lost its conflict, with the side rows it had already read",
+    "folds in one transaction, then deletes exactly the rows it folded in a second",
+    "reads the folded volume with a quick transaction of its own, then scans and folds",
+    "retries a lost fold with a fresh scan, but keeps the volume it read the first time",
+    "folds in one transaction, then deletes what a new scan finds",
+    "deletes the side rows first, then adds them up in a second transaction",
+    "reads in one transaction and writes the new volume in another",
+    "returns how many rows it saw even when its commit lost",
 }
-WRONG.update(RACES)

@@ -116,9 +116,9 @@ def withdraw(txn, customer, account, amount):
 }
 
 
-# Misconceptions that show only in an interleaving: each withdraw keeps the total >= 0
+# More misconceptions that show only in an interleaving: each withdraw keeps the total >= 0
 # whenever the withdrawals run one after the other.
-RACES = {
+WRONG.update({
     "writes the guard cell only the first time (once it exists, it is there)": '''
 def withdraw(txn, customer, account, amount):
     other = "savings" if account == "checking" else "checking"
@@ -170,6 +170,16 @@ def withdraw(txn, customer, account, amount):
         GUARDED.add(customer)
     return True
 ''',
-}
-WRONG.update(RACES)
+})
 
+INTERLEAVING = {
+    # misconceptions that only an interleaving of withdrawals shows: every check of withdrawals
+    # run one at a time (or in a fixed order) passes them
+    "checks the total but writes only its own account (write skew)",
+    "reads a guard cell to 'lock' the customer, but never writes it",
+    "materialises the conflict in a guard cell of the account it withdraws from",
+    "writes the guard cell only the first time (once it exists, it is there)",
+    "names the guard cell after the amount (two equal withdrawals conflict)",
+    "materialises the conflict only when the total left would be small",
+    "remembers which customers already have a guard cell and writes it only once",
+}
