@@ -314,6 +314,11 @@ def _after_crash(w, p, k: int) -> None:
 def _crashes(trial, p):
     w = OracleWorld(trial)
     _script(w, p)
+    served = [ts for ts, _ in w.served]
+    require(served and all(a < b for a, b in zip(served, served[1:])),
+            f"without a crash, a run with restarts must serve strictly increasing timestamps; "
+            f"the oracle served {served[:12]}")
+    _persisted_first(w)
     calls = w.disk.mutations
     trial.runs += 1
     for k in range(1, calls + 1):

@@ -245,6 +245,8 @@ def _judge_pair(p, amounts, before: int):
         for label, c in clients.items():
             require(c.answer in ({"value": True}, {"value": False}),
                     f"withdraw must return True or False; {label}'s {said(c.answer)}")
+            require(c.timestamps, f"{label}'s withdrawal never began a transaction (it took no "
+                                  f"start timestamp from the oracle)")
         _alone(w, p, clients, won, amounts, before, said_)
         taken = sum(amount for amount, label in zip(amounts, "AB") if won[label])
         require(_total(balances) == before - taken,

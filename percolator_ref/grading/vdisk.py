@@ -179,6 +179,26 @@ class VirtualFile(io.IOBase):
             raise io.UnsupportedOperation(what)
 
 
+class DirectoryHandle:
+    """``os.open(ROOT)``: a descriptor of the disk's directory, for ``os.fsync`` after a rename."""
+
+    def __init__(self):
+        self.path, self.closed = ROOT, False
+        self.fd = FD_BASE + len(_fds)
+        _fds[self.fd] = self
+
+    def flush(self):
+        pass
+
+    def close(self):
+        self.closed = True
+
+    def read(self, n=-1):
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", ROOT)
+
+    write = read
+
+
 def open_virtual(path: str, mode: str = "r") -> VirtualFile:
     base = mode.replace("b", "").replace("t", "")
     if base.startswith("r"):
@@ -209,6 +229,10 @@ def _os_open(path, flags, mode=0o777, *, dir_fd=None):
         if getattr(_local, "request", None) is not None and flags & (os.O_WRONLY | os.O_RDWR):
             call("stray", str(os.fspath(path)))
         return _real["os.open"](path, flags, mode, dir_fd=dir_fd)
+    if p == ROOT:
+        if flags & (os.O_WRONLY | os.O_RDWR):
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", p)
+        return DirectoryHandle().fd
     if flags & os.O_CREAT and flags & os.O_EXCL:
         f = open_virtual(p, "xb+")
     elif flags & os.O_TRUNC:
