@@ -44,7 +44,7 @@ def _paths(path: Path):
 def run(args) -> int:
     from tqdm import tqdm
 
-    from percolator_ref.grading.grader import EXERCISES, Limits, grade_all, gradescope, write_csv
+    from percolator_ref.grading.grader import EXERCISES, Limits, grade_all, write_csv
     path = Path(args.path)
     paths = _paths(path)
     if paths is None:
@@ -75,20 +75,27 @@ def run(args) -> int:
     if args.csv:
         write_csv(grades, args.csv)
         print(f"wrote {args.csv} ({len(grades)} notebooks)")
-    if args.counterexamples:
-        written = write_counterexamples(grades, Path(args.counterexamples))
-        print(f"wrote {written} counterexamples to {args.counterexamples}")
-    if args.gradescope:
-        Path(args.gradescope).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
-        print(f"wrote {args.gradescope} (Gradescope results)")
+    write_counterexamples(grades, args.counterexamples)
+    write_gradescope(grades, args.gradescope)
     if len(grades) > 1:
         print(f"{sum(g.passed for g in grades)}/{len(grades)} notebooks passed")
     return 0 if all(g.passed for g in grades) else 1
 
 
-def write_counterexamples(grades, folder: Path) -> int:
-    """One JSON file per failing check that found a failing schedule; how many."""
+def write_gradescope(grades, path) -> None:
+    """Gradescope's results.json (``path``: None, nothing)."""
+    from percolator_ref.grading.grader import gradescope
+    if path:
+        Path(path).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
+        print(f"wrote {path} (Gradescope results)")
+
+
+def write_counterexamples(grades, folder) -> int:
+    """One JSON file per failing check that found a failing schedule (``folder``: None, none)."""
     from percolator_ref.grading.replay import save
+    if not folder:
+        return 0
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written = 0
     for i, g in enumerate(grades):
@@ -97,4 +104,5 @@ def write_counterexamples(grades, folder: Path) -> int:
             if r.counterexample:
                 save(r.counterexample, folder / f"{i:03d}-{stem}-ex{g.exercise}-check{k + 1}.json")
                 written += 1
+    print(f"wrote {written} counterexamples to {folder}")
     return written

@@ -20,13 +20,16 @@ Client -> world (``cid`` names the client):
 ``now``    the clock                                                    no
 ``sleep``  ``seconds``: wait on the clock                               no
 ``rows``   ``table``, ``start``, ``end``: row keys (a scan's listing)   no
+``observed`` ``table``, ``column``: does a write there notify?         no
 ``disk``   ``fn``, ``path``, ``to``, ``data``, ``mode``: a call on a world  no
            that owns a disk (exercise 5's oracle state file)
 ``answer`` ``outcome``: ``{"value": v}`` or ``{"raised": text}``        (final)
 =========  ==========================================================  ==========
 
 World -> client: ``{"cid", "op": "reply", "value"}``, ``{"cid", "op": "gone"}``
-(the client crashed: it is never answered again), ``{"cid", "op": "spawn",
+(the client crashed: it is never answered again), ``{"cid", "op": "fail",
+"text"}`` (an injected store failure: the proxy raises StoreUnavailable),
+``{"cid", "op": "spawn",
 "role", "args"}`` and ``{"cid", "op": "call", "method", "args"}``.
 """
 from __future__ import annotations
@@ -173,6 +176,7 @@ _CLIENT_OPS = {
     "sleep": {"seconds": (int, float)},
     "ls": {"fn": str, "client": (str, type(None))},
     "rows": {"table": str, "start": (str, type(None)), "end": (str, type(None))},
+    "observed": {"table": str, "column": str},
     "answer": {"outcome": dict},
     "disk": {"fn": str, "path": str, "to": (str, type(None)), "data": (str, type(None)),
              "mode": (str, type(None))},

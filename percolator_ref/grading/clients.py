@@ -20,8 +20,8 @@ from typing import Callable, Optional
 from sortedcontainers import SortedDict
 
 from percolator_ref.bigtable import RowTransaction
+from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
-from percolator_ref.observers import ObserverRegistry
 from percolator_ref.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
@@ -109,6 +109,16 @@ class ProxyClock:
     advance = sleep
 
 
+class ProxyObservers:
+    """Which columns the world's observers watch (a write there sets a notification)."""
+
+    def __init__(self, request: Callable):
+        self.request = request
+
+    def watches(self, table: str, column: str) -> bool:
+        return self.request({"op": "observed", "table": table, "column": column})
+
+
 class ProxyCluster:
     """What a client may use: the cluster's services, each reached by message."""
 
@@ -119,7 +129,7 @@ class ProxyCluster:
         self.oracle = ProxyOracle(request)
         self.lockservice = ProxyLockService(request, ttl)
         self.clock = ProxyClock(request)
-        self.observers = ObserverRegistry()
+        self.observers = ProxyObservers(request)
 
     @property
     def lock_ttl(self) -> float:
@@ -155,6 +165,8 @@ class ClientHost:
     def request(self, cid: int, msg: dict):
         self.send(dict(msg, cid=cid))
         reply = self.inboxes[cid].get()
+        if reply.get("op") == "fail":
+            raise StoreUnavailable(str(reply.get("text"))[:300])
         if reply.get("op") != "reply":
             raise ClientGone(f"client {cid} crashed")
         return decode(reply.get("value"))
@@ -173,7 +185,8 @@ class ClientHost:
                 if msg.get("op") != "call":
                     return
                 method, args = msg.get("method"), decode(msg.get("args", []))
-                self.answer_with(cid, lambda: getattr(obj, method)(*args))
+                kwargs = decode(msg.get("kwargs", {"$": "D", "v": []}))
+                self.answer_with(cid, lambda: getattr(obj, method)(*args, **kwargs))
         except ClientGone:
             return
         finally:

@@ -1,4 +1,4 @@
-"""Exercise 2: prewrite (Figure 6's Prewrite), as scenarios + verdicts.
+"""Exercise 2: prewrite (Figure 6's Prewrite), checked by the trusted world.
 
 The student subclasses :class:`~percolator_ref.Transaction` as
 ``PrewriteTransaction`` and overrides ``prewrite(self, m, primary) -> bool``:
@@ -7,17 +7,22 @@ reference ``commit`` calls it for every written cell, primary first, and
 rolls back the locks already written when one returns False.
 
 The reference ``prewrite`` and ``prewrite_writes`` (what a prewrite writes)
-are hidden while grading, so the worlds are written cell by cell
-(:mod:`.protocol_world`) and observed through ``commit()``, direct calls of
-``prewrite`` and the cells. Timestamps and balances come from the per-run secret.
+are hidden in the sandbox, where the student's transactions run as clients of
+the grader's :class:`~.trusted.TrustedWorld`: it writes each world's past
+cell by cell, serves every row transaction and judges ``commit()``'s answers,
+direct calls of ``prewrite`` and its own cells. The last checks explore every
+small interleaving of two student transactions (crashes included). Timestamps
+and balances come from the per-run secret; which schedules run does not.
 """
 from __future__ import annotations
 
 from percolator_ref.model import lock_col
 
-from .framework import Exercise, outcome, plain, require
-from .protocol_world import (TABLE, Once, World, amounts, is_write, locks, returned, said, show,
+from .framework import Exercise, outcome, require
+from .protocol_world import (TABLE, Once, amounts, is_write, locks, returned, said, show,
                              timeline, value_at)
+from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
+                      record_intent, writer_record)
 
 exercise = Exercise(
     2, "prewrite", answer="PrewriteTransaction",
@@ -32,14 +37,57 @@ def _p(*stamps, values=("b0", "j0", "b1", "j1", "b2", "j2")):
     return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *values))
 
 
+@exercise.role("txn")
+def _txn(Answer, cluster, client=None):
+    """A transaction of the answer's class (``client``: the worker it runs in)."""
+    return Answer(cluster, client)
+
+
+@exercise.role("prewrite_all")
+def _prewrite_all_role(Answer, cluster, writes):
+    """Buffer ``[[row, column, value or None, table], ...]``, then call prewrite on each
+    mutation, primary first: the outcomes."""
+    txn = Answer(cluster)
+    for row, column, value, table in writes:
+        txn.set(row, column, value, table) if value is not None else txn.delete(row, column, table)
+    mutations = list(txn.writes.values())
+    return [outcome(txn.prewrite, m, mutations[0].cell) for m in mutations]
+
+
+@exercise.role("writer")
+def _writer_role(Answer, cluster, values, client=None):
+    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?"""
+    txn = Answer(cluster, client)
+    for row, column, value in values:
+        txn.set(row, column, value) if value is not None else txn.delete(row, column)
+    record_intent(txn)
+    return txn.commit()
+
+
+def _begin(w, ts: int):
+    """A student transaction starting at exactly ``ts``."""
+    w.reach(ts)
+    t = w.client("txn")
+    require(t.timestamps == [ts], f"your transaction took the timestamps {t.timestamps} to "
+                                  f"begin; it must take one: {ts}")
+    return t
+
+
 def _observe(w, t, **more) -> dict:
-    return dict(more, commit_ts=plain(t.commit_ts), cells=w.cells())
+    """The world's record after ``t``'s commit: its commit_ts (the oracle's answer) and the cells."""
+    commit_ts = t.timestamps[1] if len(t.timestamps) > 1 else None
+    return dict(more, commit_ts=commit_ts, cells=w.cells())
 
 
-def _prewrite_all(t) -> list:
-    """Call the student's prewrite on every buffered mutation, primary first."""
-    mutations = list(t.writes.values())
-    return [outcome(t.prewrite, m, mutations[0].cell) for m in mutations]
+def _prewrite_all(w, s: int, writes) -> dict:
+    """A transaction at ``s`` prewriting ``writes`` one by one; the world's cells after."""
+    w.reach(s)
+    t = w.client("prewrite_all", [list(x) for x in writes])
+    require(t.timestamps == [s], f"your transaction took the timestamps {t.timestamps} to "
+                                 f"begin; it must take one: {s}")
+    result = t.answer
+    return {"prewrites": result.get("value") if isinstance(result, dict) else result,
+            "cells": w.cells()}
 
 
 def _nothing_left(obs, start: int, rule: str, rows=("Bob", "Joe")) -> None:
@@ -54,19 +102,18 @@ def _nothing_left(obs, start: int, rule: str, rows=("Bob", "Joe")) -> None:
 
 # -- 1. what a prewrite writes ----------------------------------------------------------
 
-@exercise.scenario("a transfer over older versions commits: data, then write records, no lock",
-                   params=_p("s0", "c0", "s1", "c1", "s"))
-def _transfer(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a transfer over older versions commits: data, then write records, no lock",
+                params=_p("s0", "c0", "s1", "c1", "s"))
+def _transfer(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.committed({("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}, p["s1"], p["c1"])
-    t = w.begin(Answer, p["s"])
-    t.set("Bob", "bal", p["b2"])
-    t.set("Joe", "bal", p["j2"])
-    return _observe(w, t, commit=outcome(t.commit))
+    t = _begin(w, p["s"])
+    w.call(t, "set", "Bob", "bal", p["b2"])
+    w.call(t, "set", "Joe", "bal", p["j2"])
+    _transfer_ok(_observe(w, t, commit=w.call(t, "commit")), p)
 
 
-@exercise.verdict("a transfer over older versions commits: data, then write records, no lock")
 def _transfer_ok(obs, p):
     require(returned(obs.get("commit"), True),
             f"Bob.bal and Joe.bal were last committed at {p['c1']}, before your start_ts {p['s']}, "
@@ -87,18 +134,14 @@ def _transfer_ok(obs, p):
                                 f"(the lock belongs at start_ts {p['s']})")
 
 
-@exercise.scenario("prewrite writes data and a lock at start_ts, every lock naming the primary",
-                   params=_p("s"))
-def _locks(Answer, p, ctx):
-    w = World(p["t0"])
-    t = w.begin(Answer, p["s"])
-    t.set("Bob", "bal", p["b1"])
-    t.set("Joe", "bal", p["j1"])
-    t.set("Ann", "bal", p["b2"], table="log")
-    return {"prewrites": _prewrite_all(t), "cells": w.cells()}
+@exercise.check("prewrite writes data and a lock at start_ts, every lock naming the primary",
+                params=_p("s"))
+def _locks(trial, p):
+    w = trial.world()
+    _locks_ok(_prewrite_all(w, p["s"], [("Bob", "bal", p["b1"], TABLE), ("Joe", "bal", p["j1"], TABLE),
+                                        ("Ann", "bal", p["b2"], "log")]), p)
 
 
-@exercise.verdict("prewrite writes data and a lock at start_ts, every lock naming the primary")
 def _locks_ok(obs, p):
     s, cells = p["s"], obs.get("cells")
     results = obs.get("prewrites")
@@ -133,18 +176,15 @@ def _lock_ok(lock, row: str, s: int, is_primary: bool, kind: str = "data") -> No
             f"committed transaction forward from the lock alone; it says {lock.get('kind')!r}")
 
 
-@exercise.scenario("a delete is prewritten as a lock of kind DELETE, without data",
-                   params=_p("s0", "c0", "s"))
-def _delete(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a delete is prewritten as a lock of kind DELETE, without data",
+                params=_p("s0", "c0", "s"))
+def _delete(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = w.begin(Answer, p["s"])
-    t.delete("Bob", "bal")
-    t.set("Joe", "bal", p["j1"])
-    return {"prewrites": _prewrite_all(t), "cells": w.cells()}
+    _delete_ok(_prewrite_all(w, p["s"], [("Bob", "bal", None, TABLE),
+                                         ("Joe", "bal", p["j1"], TABLE)]), p)
 
 
-@exercise.verdict("a delete is prewritten as a lock of kind DELETE, without data")
 def _delete_ok(obs, p):
     s, cells = p["s"], obs.get("cells")
     results = obs.get("prewrites")
@@ -162,20 +202,19 @@ def _delete_ok(obs, p):
 
 # -- 2. conflicts -----------------------------------------------------------------------------
 
-@exercise.scenario("a write committed after start_ts is a write-write conflict",
-                   params=_p("s0", "c0", "s_w", "s", "c_w"))
-def _ww(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a write committed after start_ts is a write-write conflict",
+                params=_p("s0", "c0", "s_w", "s", "c_w"))
+def _ww(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.stamp(p["s_w"])                              # another writer begins before you
-    t = w.begin(Answer, p["s"])
+    t = _begin(w, p["s"])
     w.committed({("Bob", "bal"): p["b1"]}, p["s_w"], p["c_w"])   # ... and commits after you began
-    t.set("Bob", "bal", p["b2"])
-    t.set("Joe", "bal", p["j2"])
-    return _observe(w, t, commit=outcome(t.commit))
+    w.call(t, "set", "Bob", "bal", p["b2"])
+    w.call(t, "set", "Joe", "bal", p["j2"])
+    _ww_ok(_observe(w, t, commit=w.call(t, "commit")), p)
 
 
-@exercise.verdict("a write committed after start_ts is a write-write conflict")
 def _ww_ok(obs, p):
     rule = (f"Bob.bal has a write record at {p['c_w']}, after your start_ts {p['s']} (its writer "
             f"began at {p['s_w']}): a write-write conflict, so prewrite returns False and the "
@@ -184,18 +223,17 @@ def _ww_ok(obs, p):
     _nothing_left(obs, p["s"], rule)
 
 
-@exercise.scenario("a lock above start_ts is a conflict, and is left alone",
-                   params=_p("s0", "c0", "s", "s_w"))
-def _lock_above(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a lock above start_ts is a conflict, and is left alone",
+                params=_p("s0", "c0", "s", "s_w"))
+def _lock_above(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = w.begin(Answer, p["s"])
+    t = _begin(w, p["s"])
     w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
-    t.set("Bob", "bal", p["b2"])
-    return _observe(w, t, commit=outcome(t.commit))
+    w.call(t, "set", "Bob", "bal", p["b2"])
+    _lock_above_ok(_observe(w, t, commit=w.call(t, "commit")), p)
 
 
-@exercise.verdict("a lock above start_ts is a conflict, and is left alone")
 def _lock_above_ok(obs, p):
     _lock_conflict(obs, p, "above")
 
@@ -211,42 +249,40 @@ def _lock_conflict(obs, p, where: str, row: str = "Bob") -> None:
             f"{rule}, and leaves W's lock alone (W lives); it is gone after your commit()")
 
 
-@exercise.scenario("a lock below start_ts is a conflict, and is left alone",
-                   params=_p("s0", "c0", "s_w", "s"))
-def _lock_below(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a lock below start_ts is a conflict, and is left alone",
+                params=_p("s0", "c0", "s_w", "s"))
+def _lock_below(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked({("Joe", "bal"): p["j1"]}, p["s_w"], "W")
-    t = w.begin(Answer, p["s"])
-    t.set("Bob", "bal", p["b2"])                    # the primary prewrites fine ...
-    t.set("Joe", "bal", p["j2"])                    # ... the secondary meets W's lock
-    return _observe(w, t, commit=outcome(t.commit))
+    t = _begin(w, p["s"])
+    w.call(t, "set", "Bob", "bal", p["b2"])                    # the primary prewrites fine ...
+    w.call(t, "set", "Joe", "bal", p["j2"])                    # ... the secondary meets W's lock
+    _lock_below_ok(_observe(w, t, commit=w.call(t, "commit")), p)
 
 
-@exercise.verdict("a lock below start_ts is a conflict, and is left alone")
 def _lock_below_ok(obs, p):
     _lock_conflict(obs, p, "below", row="Joe")
 
 
-@exercise.scenario("a dead client's lock is cleaned up through its primary, and still conflicts",
-                   params=_p("s0", "c0", "s_w", "s", "c_w"))
-def _dead(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a dead client's lock is cleaned up through its primary, and still conflicts",
+                params=_p("s0", "c0", "s_w", "s", "c_w"))
+def _dead(trial, p):
+    w = trial.world()
     transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked(transfer, p["s_w"], "W")
-    t = w.begin(Answer, p["s"])
+    t = _begin(w, p["s"])
     w.commit_point(transfer, p["s_w"], p["c_w"])   # W passes its commit point, then dies
     w.crash("W")
-    t.set("Joe", "bal", p["j2"])
-    first = outcome(t.commit)
+    w.call(t, "set", "Joe", "bal", p["j2"])
+    first = w.call(t, "commit")
     cells = w.cells()
-    retry = Answer(w.cluster)
-    retry.set("Joe", "bal", p["j2"])
-    return {"commit": first, "cells": cells, "retry": outcome(retry.commit)}
+    retry = w.client("txn")
+    w.call(retry, "set", "Joe", "bal", p["j2"])
+    _dead_ok({"commit": first, "cells": cells, "retry": w.call(retry, "commit")}, p)
 
 
-@exercise.verdict("a dead client's lock is cleaned up through its primary, and still conflicts")
 def _dead_ok(obs, p):
     s_w, c_w = p["s_w"], p["c_w"]
     require(returned(obs.get("commit"), False),
@@ -265,25 +301,24 @@ def _dead_ok(obs, p):
 
 # -- 3. atomicity ---------------------------------------------------------------------------
 
-@exercise.scenario("the checks and the writes are one row transaction",
-                   params=_p("s0", "c0", "s", "s_w"))
-def _atomic(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("the checks and the writes are one row transaction",
+                params=_p("s0", "c0", "s", "s_w"))
+def _atomic(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = w.begin(Answer, p["s"])
-    t.set("Bob", "bal", p["b2"])
+    t = _begin(w, p["s"])
+    w.call(t, "set", "Bob", "bal", p["b2"])
 
     def squeeze_in(rt):       # W locks Bob.bal right after your first row transaction on it
         if not w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal")):
             w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
-    hook = Once(lambda rt: rt.client == t.client and rt.row == "Bob", squeeze_in)
+    hook = Once(lambda rt: rt.client == t.label and rt.row == "Bob", squeeze_in)
     w.cluster.bigtable.interceptors.append(hook)
-    commit = outcome(t.commit)
+    commit = w.call(t, "commit")
     w.cluster.bigtable.interceptors.remove(hook)
-    return _observe(w, t, commit=commit)
+    _atomic_ok(_observe(w, t, commit=commit), p)
 
 
-@exercise.verdict("the checks and the writes are one row transaction")
 def _atomic_ok(obs, p):
     w_lock = value_at(obs.get("cells"), "Bob", "bal:lock", p["s_w"])
     squeezed = isinstance(w_lock, dict) and w_lock.get("lock") is True
@@ -295,3 +330,52 @@ def _atomic_ok(obs, p):
         require(returned(obs.get("commit"), True),
                 f"nothing conflicts with Bob.bal (last committed at {p['c0']}, before your "
                 f"start_ts {p['s']}): commit() must return True; it {said(obs.get('commit'))}")
+
+
+# -- 4. every small interleaving -------------------------------------------------------------
+
+FAMILY_TTL = 0.004
+
+
+def _family_p(rng):
+    return dict(timeline(rng), **amounts(rng, "b0", "j0", "b1", "j1", "b2", "j2"))
+
+
+def _transfers(p, client=None) -> dict:
+    return {"T1": [["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]],
+            "T2": [["Joe", "bal", p["j2"]], ["Bob", "bal", p["b2"]]]}
+
+
+def _judge_writers(p):
+    def judge(w, clients):
+        records = []
+        for label, values in _transfers(p).items():
+            record = writer_record(w, clients[label], values)
+            answered_truly(clients[label], record)
+            records += [record] if record is not None else []
+        judge_history(list(w.cluster.history.records) + records)
+        protocol_invariants(w, records)
+    return judge
+
+
+def _family(p, client=None):
+    def family(w):
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
+                    w.oracle.peek() + 1)
+        if client is not None:
+            w.cluster.lockservice.register(client)
+        return [Participant(label, "writer", (values, client), crashable=True)
+                for label, values in _transfers(p).items()]
+    return family
+
+
+@exercise.check("every interleaving of two of your transfers over the same cells, and a crash "
+                "of either", params=_family_p, limit=30.0)
+def _race_two(trial, p):
+    trial.explore(_family(p), _judge_writers(p), ttl=FAMILY_TTL)
+
+
+@exercise.check("every interleaving of two of your transfers run by one worker (one client "
+                "name, one liveness token)", params=_family_p, limit=30.0)
+def _race_same_worker(trial, p):
+    trial.explore(_family(p, "worker"), _judge_writers(p), ttl=FAMILY_TTL, crashes=0)

@@ -1,4 +1,4 @@
-"""Exercise 3: commit (Figure 6's Commit), as scenarios + verdicts.
+"""Exercise 3: commit (Figure 6's Commit), checked by the trusted world.
 
 The student subclasses :class:`~percolator_ref.Transaction` as
 ``CommitTransaction`` and overrides ``two_phase_commit(self) -> bool`` (the
@@ -7,21 +7,25 @@ secondaries) and ``commit_primary(self, m) -> bool`` (the commit point). The
 public steps ``prewrite``, ``write_notifications``, ``commit_secondary`` and
 ``roll_back_own`` are the reference's.
 
-Both graded methods are hidden while grading; the worlds are written cell by
-cell (:mod:`.protocol_world`) and observed through ``commit()``, reference
-readers (Get and the lazy cleanup are not hidden here), the oracle and the
-cells. Crashes and store failures are injected with interceptors.
+Both graded methods are hidden in the sandbox, where the student's
+transactions run as clients of the grader's :class:`~.trusted.TrustedWorld`:
+it writes each world's past cell by cell, serves every row transaction,
+reads with reference readers, and judges ``commit()``'s answers against its
+own cells. Crashes (a client never answered again) and store failures are
+injected by the world's interceptors. The last checks explore every small
+interleaving of student transactions with each other and with readers.
 """
 from __future__ import annotations
 
 from percolator_ref import Transaction
-from percolator_ref.errors import ClientCrash
 from percolator_ref.faults import StoreFailsAt
 from percolator_ref.step import PREWRITE_STEPS, Step
 
 from .framework import Exercise, outcome, plain, require
-from .protocol_world import (TTL, Once, World, amounts, is_write, locks, returned, said, show,
-                             timeline, value_at, versions)
+from .protocol_world import (TTL, Once, amounts, is_write, locks, returned, said, show,
+                             timeline, value_at, versions_in)
+from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
+                      record_intent, writer_record)
 
 exercise = Exercise(
     3, "commit: the primary's commit point, then the secondaries", answer="CommitTransaction",
@@ -36,16 +40,61 @@ def _p(*stamps):
     return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *BALANCES))
 
 
-def _transfer(Answer, p, *more):
+@exercise.role("txn")
+def _txn(Answer, cluster):
+    """A transaction of the answer's class."""
+    return Answer(cluster)
+
+
+@exercise.role("writer")
+def _writer_role(Answer, cluster, values, client=None):
+    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?"""
+    txn = Answer(cluster, client)
+    for row, column, value in values:
+        txn.set(row, column, value) if value is not None else txn.delete(row, column)
+    record_intent(txn)
+    return txn.commit()
+
+
+@exercise.role("reader")
+def _reader_role(Answer, cluster, cells):
+    """One transaction reading ``cells`` in order, then committing: the list of values."""
+    txn = Answer(cluster)
+    values = [txn.get(row, column) for row, column in cells]
+    txn.commit()
+    return values
+
+
+def _transfer(trial, p, *more):
     """Bob and Joe committed at (s0, c0); a transfer of ``Answer`` begun at ``s``, not committed."""
-    w = World(p["t0"])
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     for setup in more:
         setup(w)
-    t = w.begin(Answer, p["s"])
-    t.set("Bob", "bal", p["b1"])
-    t.set("Joe", "bal", p["j1"])
+    t = _begin(w, p["s"])
+    w.call(t, "set", "Bob", "bal", p["b1"])
+    w.call(t, "set", "Joe", "bal", p["j1"])
     return w, t
+
+
+def _begin(w, ts: int):
+    """A student transaction starting at exactly ``ts``."""
+    w.reach(ts)
+    t = w.client("txn")
+    require(t.timestamps == [ts], f"your transaction took the timestamps {t.timestamps} to "
+                                  f"begin; it must take one: {ts}")
+    return t
+
+
+def _commit_ts_of(t):
+    """The commit_ts the oracle handed to ``t`` (its second timestamp), or None."""
+    return t.timestamps[1] if len(t.timestamps) > 1 else None
+
+
+def _attribute(w, t, name: str = "commit_ts"):
+    """What the student's transaction answers for its attribute ``name`` (an answer, judged)."""
+    found = w.call(t, "__getattribute__", name)
+    return found.get("value") if isinstance(found, dict) else found
 
 
 def _writes_record(rt) -> bool:
@@ -54,11 +103,8 @@ def _writes_record(rt) -> bool:
 
 def _crash_after_first_write_record(w, t, row=None) -> Once:
     """The client dies right after its first row transaction that writes a write record."""
-    def die(rt):
-        t.session.crash()
-        raise ClientCrash(str(rt.step), 0)
-    hook = Once(lambda rt: rt.client == t.client and _writes_record(rt)
-                and (row is None or rt.row == row), die)
+    hook = Once(lambda rt: rt.client == t.label and _writes_record(rt)
+                and (row is None or rt.row == row), lambda rt: w.doom(t))
     w.cluster.bigtable.interceptors.append(hook)
     return hook
 
@@ -74,20 +120,19 @@ def _commit_ts(obs, p) -> int:
 def _pointing_at(cells, start: int) -> list:
     """Cells with a write record that points at ``start``."""
     return [row for row in ("Bob", "Joe")
-            if any(is_write(v, start) for _, v in versions(cells, row, "bal:write"))]
+            if any(is_write(v, start) for _, v in versions_in(cells, row, "bal:write"))]
 
 
 # -- 1. the normal case ---------------------------------------------------------------
 
-@exercise.scenario("a transfer commits: write records at commit_ts point at start_ts, no lock remains",
+@exercise.check("a transfer commits: write records at commit_ts point at start_ts, no lock remains",
                    params=_p("s0", "c0", "s"))
-def _commits(Answer, p, ctx):
-    w, t = _transfer(Answer, p)
-    commit = outcome(t.commit)
-    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
+def _commits(trial, p):
+    w, t = _transfer(trial, p)
+    commit = w.call(t, "commit")
+    _commits_ok({"commit": commit, "commit_ts": _commit_ts_of(t), "cells": w.cells()}, p)
 
 
-@exercise.verdict("a transfer commits: write records at commit_ts point at start_ts, no lock remains")
 def _commits_ok(obs, p):
     require(returned(obs.get("commit"), True),
             f"nothing conflicts with the transfer (begun at {p['s']}): commit() must return "
@@ -103,22 +148,21 @@ def _commits_ok(obs, p):
                                 f"replaces its cell's lock; left: {locks(cells)}")
 
 
-@exercise.scenario("commit_ts is taken only after every lock is written", params=_p("s0", "c0", "s"))
-def _ts_after_locks(Answer, p, ctx):
-    w, t = _transfer(Answer, p)
+@exercise.check("commit_ts is taken only after every lock is written", params=_p("s0", "c0", "s"))
+def _ts_after_locks(trial, p):
+    w, t = _transfer(trial, p)
     seen = {}
 
     def reader_reads_joe(rt):         # R begins and reads Joe.bal just before Joe's prewrite
         r = Transaction(w.cluster)
         seen.update(r_start=plain(r.start_ts), r_get=outcome(r.get, "Joe", "bal"))
         r.abandon()
-    hook = Once(lambda rt: rt.client == t.client and rt.step in PREWRITE_STEPS and rt.row == "Joe",
+    hook = Once(lambda rt: rt.client == t.label and rt.step in PREWRITE_STEPS and rt.row == "Joe",
                 reader_reads_joe, at="before")
     w.cluster.bigtable.interceptors.append(hook)
-    return dict(seen, commit=outcome(t.commit), commit_ts=plain(t.commit_ts), fired=hook.fired)
+    _ts_after_locks_ok(dict(seen, commit=w.call(t, "commit"), commit_ts=_commit_ts_of(t), fired=hook.fired), p)
 
 
-@exercise.verdict("commit_ts is taken only after every lock is written")
 def _ts_after_locks_ok(obs, p):
     require(returned(obs.get("commit"), True), f"nothing conflicts with the transfer: commit() "
                                                f"must return True; it {said(obs.get('commit'))}")
@@ -134,21 +178,20 @@ def _ts_after_locks_ok(obs, p):
 
 # -- 2. the commit point ---------------------------------------------------------------
 
-@exercise.scenario("the primary commits first: a crash after the first write record leaves all or nothing",
+@exercise.check("the primary commits first: a crash after the first write record leaves all or nothing",
                    params=_p("s0", "c0", "s"))
-def _primary_first(Answer, p, ctx):
-    w, t = _transfer(Answer, p)
+def _primary_first(trial, p):
+    w, t = _transfer(trial, p)
     first = []
     hook = _crash_after_first_write_record(w, t)
     w.cluster.bigtable.interceptors.insert(0, Once(
-        lambda rt: rt.client == t.client and _writes_record(rt), lambda rt: first.append(rt.row)))
-    commit = outcome(t.commit)
+        lambda rt: rt.client == t.label and _writes_record(rt), lambda rt: first.append(rt.row)))
+    commit = w.call(t, "commit")
     w.cluster.bigtable.interceptors.remove(hook)
-    return {"commit": commit, "first": first, "bob": w.read("Bob", "bal"),
-            "joe": w.read("Joe", "bal")}
+    _primary_first_ok({"commit": commit, "first": first, "bob": w.read("Bob", "bal"),
+            "joe": w.read("Joe", "bal")}, p)
 
 
-@exercise.verdict("the primary commits first: a crash after the first write record leaves all or nothing")
 def _primary_first_ok(obs, p):
     first = obs.get("first")
     require(first in ([], ["Bob"], ["Joe"]), "malformed observations (first)")
@@ -165,23 +208,22 @@ def _primary_first_ok(obs, p):
                              f"Bob.bal {said(bob)}, Joe.bal {said(joe)}"))
 
 
-@exercise.scenario("the primary lock gone at the commit point: abort, roll back, no commit_ts",
+@exercise.check("the primary lock gone at the commit point: abort, roll back, no commit_ts",
                    params=_p("s0", "c0", "s"))
-def _lock_gone(Answer, p, ctx):
-    w, t = _transfer(Answer, p)
+def _lock_gone(trial, p):
+    w, t = _transfer(trial, p)
 
     def cleaner(rt):                   # T looks dead to others: a reader rolls its primary back
         w.cluster.clock.advance(TTL + 1)
         w.read("Bob", "bal")
-    hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY, cleaner,
+    hook = Once(lambda rt: rt.client == t.label and rt.step == Step.COMMIT_PRIMARY, cleaner,
                 at="before")
     w.cluster.bigtable.interceptors.append(hook)
-    commit = outcome(t.commit)
-    return {"fired": hook.fired, "commit": commit, "commit_ts": plain(t.commit_ts),
-            "cells": w.cells()}
+    commit = w.call(t, "commit")
+    _lock_gone_ok({"fired": hook.fired, "commit": commit, "commit_ts": _attribute(w, t),
+            "cells": w.cells()}, p)
 
 
-@exercise.verdict("the primary lock gone at the commit point: abort, roll back, no commit_ts")
 def _lock_gone_ok(obs, p):
     require(obs.get("fired") is True,
             "no row transaction labelled Step.COMMIT_PRIMARY ran: the commit point is one row "
@@ -200,15 +242,15 @@ def _lock_gone_ok(obs, p):
                                 f"{locks(cells)}")
 
 
-@exercise.scenario("a conflict at a secondary's prewrite aborts and rolls back the locks written",
+@exercise.check("a conflict at a secondary's prewrite aborts and rolls back the locks written",
                    params=_p("s0", "c0", "s_w", "s"))
-def _secondary_conflict(Answer, p, ctx):
-    w, t = _transfer(Answer, p, lambda w: w.locked({("Joe", "bal"): p["j0"] + 1}, p["s_w"], "W"))
-    commit = outcome(t.commit)
-    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
+def _secondary_conflict(trial, p):
+    w, t = _transfer(trial, p, lambda w: w.locked({("Joe", "bal"): p["j0"] + 1}, p["s_w"], "W"))
+    commit = w.call(t, "commit")
+    _secondary_conflict_ok({"commit": commit, "commit_ts": _attribute(w, t), "cells": w.cells()},
+                           p)
 
 
-@exercise.verdict("a conflict at a secondary's prewrite aborts and rolls back the locks written")
 def _secondary_conflict_ok(obs, p):
     rule = (f"Joe.bal is locked by a live client W (at {p['s_w']}), so its prewrite fails: the "
             f"commit aborts before its commit point")
@@ -225,19 +267,18 @@ def _secondary_conflict_ok(obs, p):
 
 # -- 3. read-only transactions, notifications, store failures ----------------------------------
 
-@exercise.scenario("a read-only transaction commits without a commit_ts", params=_p("s0", "c0", "s"))
-def _read_only(Answer, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a read-only transaction commits without a commit_ts", params=_p("s0", "c0", "s"))
+def _read_only(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = w.begin(Answer, p["s"])
-    got = outcome(t.get, "Bob", "bal")
+    t = _begin(w, p["s"])
+    got = w.call(t, "get", "Bob", "bal")
     before = w.oracle.peek()
-    commit = outcome(t.commit)
-    return {"get": got, "commit": commit, "commit_ts": plain(t.commit_ts),
-            "taken": w.oracle.peek() - before}
+    commit = w.call(t, "commit")
+    _read_only_ok({"get": got, "commit": commit, "commit_ts": _attribute(w, t),
+            "taken": w.oracle.peek() - before}, p)
 
 
-@exercise.verdict("a read-only transaction commits without a commit_ts")
 def _read_only_ok(obs, p):
     rule = "a transaction that wrote nothing has nothing to make visible: commit() returns True"
     require(returned(obs.get("commit"), True), f"{rule}; yours {said(obs.get('commit'))}")
@@ -246,19 +287,18 @@ def _read_only_ok(obs, p):
             f"timestamp(s), commit_ts {obs.get('commit_ts')!r}")
 
 
-@exercise.scenario("notifications are written at commit_ts before the commit point",
+@exercise.check("notifications are written at commit_ts before the commit point",
                    params=_p("s0", "c0", "s"))
-def _notifications(Answer, p, ctx):
-    w, t = _transfer(Answer, p)
+def _notifications(trial, p):
+    w, t = _transfer(trial, p)
     w.cluster.observe("default", "bal", name="audit")(lambda txn, row, column: None)
-    t.notify("Ann", "mail", table="inbox")
+    w.call(t, "notify", "Ann", "mail", table="inbox")
     hook = _crash_after_first_write_record(w, t, row="Bob")
-    commit = outcome(t.commit)
+    commit = w.call(t, "commit")
     w.cluster.bigtable.interceptors.remove(hook)
-    return {"commit": commit, "commit_ts": plain(t.commit_ts), "cells": w.cells()}
+    _notifications_ok({"commit": commit, "commit_ts": _commit_ts_of(t), "cells": w.cells()}, p)
 
 
-@exercise.verdict("notifications are written at commit_ts before the commit point")
 def _notifications_ok(obs, p):
     c, cells = _commit_ts(obs, p), obs.get("cells")
     missing = [name for row, physical, table, name in (
@@ -272,21 +312,20 @@ def _notifications_ok(obs, p):
                            f"missing: {'; '.join(missing)}")
 
 
-@exercise.scenario("a store failure at or after the commit point is never reported as an abort",
+@exercise.check("a store failure at or after the commit point is never reported as an abort",
                    params=_p("s0", "c0", "s"))
-def _store_fails(Answer, p, ctx):
+def _store_fails(trial, p):
     out = {}
     for key, step, applied in (("after", Step.COMMIT_SECONDARY, False),
                                ("during", Step.COMMIT_PRIMARY, True)):
-        w, t = _transfer(Answer, p)
-        w.cluster.bigtable.interceptors.append(StoreFailsAt(step, applied=applied, client=t.client))
-        out[key] = outcome(t.commit)
+        w, t = _transfer(trial, p)
+        w.cluster.bigtable.interceptors.append(StoreFailsAt(step, applied=applied, client=t.label))
+        out[key] = w.call(t, "commit")
         out[key + "_cells"] = w.cells()
         out[key + "_joe"] = w.read("Joe", "bal")
-    return out
+    _store_fails_ok(out, p)
 
 
-@exercise.verdict("a store failure at or after the commit point is never reported as an abort")
 def _store_fails_ok(obs, p):
     require(returned(obs.get("after"), True),
             f"the store failed at a secondary, after your commit point (Bob.bal's write record "
@@ -302,3 +341,54 @@ def _store_fails_ok(obs, p):
             f"the store failed while writing your commit point, after it applied (the reply was "
             f"lost): commit() cannot know the outcome and must raise CommitOutcomeUnknown (set "
             f"self.phase = 'commit-point' before writing it); yours {said(during)}")
+
+
+# -- 4. every small interleaving -------------------------------------------------------------
+
+FAMILY_TTL = 0.004
+CELLS = (("Bob", "bal"), ("Joe", "bal"))
+
+
+def _family_p(rng):
+    return dict(timeline(rng), **amounts(rng, "b0", "j0", "b1", "j1", "b2", "j2"))
+
+
+def _yours(p):
+    return [["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]]
+
+
+def _judge(p, label="T"):
+    def judge(w, clients):
+        record = writer_record(w, clients[label], _yours(p))
+        answered_truly(clients[label], record)
+        records = [record] if record is not None else []
+        judge_history(list(w.cluster.history.records) + records)
+        protocol_invariants(w, records)
+    return judge
+
+
+def _start(w, p):
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
+                w.oracle.peek() + 1)
+
+
+@exercise.check("every interleaving of your transfer with a reader, and your transfer's crash",
+                params=_family_p, limit=30.0)
+def _race_reader(trial, p):
+    def family(w):
+        _start(w, p)
+        return [Participant("T", "writer", (_yours(p),), crashable=True),
+                Participant("R", "reader", (CELLS,), host="trusted")]
+    trial.explore(family, _judge(p), ttl=FAMILY_TTL)
+
+
+@exercise.check("every interleaving of your transfer with a reader that may roll it back and a "
+                "later transfer reusing the cells", params=_family_p, limit=30.0)
+def _race_reuse(trial, p):
+    def family(w):
+        _start(w, p)
+        later = [["Bob", "bal", p["b2"]], ["Joe", "bal", p["j2"]]]
+        return [Participant("T", "writer", (_yours(p),)),
+                Participant("R", "reader", (CELLS,), host="trusted"),
+                Participant("W", "writer", (later,), host="trusted")]
+    trial.explore(family, _judge(p), ttl=FAMILY_TTL, crashes=0)

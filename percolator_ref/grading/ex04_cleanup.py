@@ -1,4 +1,4 @@
-"""Exercise 4: lazy lock cleanup (§2.2, BackoffAndMaybeCleanupLock), as scenarios + verdicts.
+"""Exercise 4: lazy lock cleanup (§2.2, BackoffAndMaybeCleanupLock), checked by the trusted world.
 
 The student writes ``backoff_and_maybe_cleanup_lock(session, cell, lock,
 attempt)``: what a reader does when its snapshot read met ``lock`` on
@@ -11,22 +11,25 @@ steps it is made of (``cleanup_lock``, ``resolve_primary``, ``roll_forward``,
 ``roll_back``), so the student resolves the lock with the row-level helpers of
 :mod:`percolator_ref.rows`. The worlds are written cell by cell
 (:mod:`.protocol_world`); the readers are reference transactions (Get is not
-hidden here).
+hidden here). The student's function runs in the sandbox, as the cleanup of
+clients of the grader's :class:`~.trusted.TrustedWorld`, which holds the
+cells and judges what the clients answered against its own record.
 """
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 
 from percolator_ref import Transaction, cleanup
-from percolator_ref.errors import ClientCrash
 from percolator_ref.model import Cell
 from percolator_ref.session import Session
 from percolator_ref.step import Step
 
-from .framework import Exercise, outcome, plain, require
-from .protocol_world import (TABLE, TTL, Once, World, amounts, is_write, locks, returned, said,
-                             show, timeline, value_at, versions)
+from .framework import Exercise, outcome, require
+from .protocol_world import (TABLE, TTL, Once, amounts, is_write, locks, returned, said,
+                             show, timeline, value_at, versions_in)
+from .trusted import Participant, history_with, judge_history, protocol_invariants, record_intent
 
 exercise = Exercise(
     4, "lock cleanup: roll forward, roll back, only for dead clients",
@@ -44,21 +47,66 @@ def _p(*stamps, **more):
                             **{k: v(rng) for k, v in more.items()})
 
 
+_PLUGGED = threading.local()
+
+
 @contextmanager
 def plugged(fn):
-    """Readers (the reference ``get``) call ``fn`` when they meet a lock."""
-    saved = cleanup.backoff_and_maybe_cleanup_lock
-    cleanup.backoff_and_maybe_cleanup_lock = fn
+    """Readers (the reference ``get``) of this thread call ``fn`` when they meet a lock.
+
+    The module's function becomes a dispatcher (installed at the first use, so
+    after the sandbox hid the reference) that calls this thread's ``fn``, or
+    what was there before for every other thread.
+    """
+    if not getattr(cleanup.backoff_and_maybe_cleanup_lock, "plugged_dispatcher", False):
+        cleanup.backoff_and_maybe_cleanup_lock = _dispatcher(cleanup.backoff_and_maybe_cleanup_lock)
+    saved = getattr(_PLUGGED, "fn", None)
+    _PLUGGED.fn = fn
     try:
         yield
     finally:
-        cleanup.backoff_and_maybe_cleanup_lock = saved
+        _PLUGGED.fn = saved
 
 
-def _crashed(p, delete=False, committed=False) -> tuple:
+def _dispatcher(original):
+    def backoff_and_maybe_cleanup_lock(session, cell, lock, attempt):
+        return (getattr(_PLUGGED, "fn", None) or original)(session, cell, lock, attempt)
+    backoff_and_maybe_cleanup_lock.plugged_dispatcher = True
+    return backoff_and_maybe_cleanup_lock
+
+
+# -- roles: run where the student's function runs, on a proxy cluster ------------------------
+
+@exercise.role("call")
+def _call_role(fn, cluster, cell, lock, attempt, client="R"):
+    """One call of the answer, as the client ``client`` meeting ``lock`` on ``cell``."""
+    return fn(Session(cluster, client), cell, lock, attempt)
+
+
+@exercise.role("reader")
+def _reader_role(fn, cluster, cells):
+    """A reference transaction whose Get calls the answer on a lock: the values it reads."""
+    with plugged(fn):
+        txn = Transaction(cluster)
+        values = [txn.get(row, column) for row, column in cells]
+        txn.abandon()
+        return values
+
+
+@exercise.role("writer")
+def _writer_role(answer, cluster, values):
+    """A reference transaction writing ``[[row, column, value]]`` (it reads nothing)."""
+    txn = Transaction(cluster)
+    for row, column, value in values:
+        txn.set(row, column, value) if value is not None else txn.delete(row, column)
+    record_intent(txn)
+    return txn.commit()
+
+
+def _crashed(trial, p, delete=False, committed=False) -> tuple:
     """Bob, Joe committed at (s0, c0); W prewrote a transfer at s_w (Bob primary) and died,
     after its commit point at c_w if ``committed``."""
-    w = World(p["t0"])
+    w = trial.world()
     transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): None if delete else p["j1"]}
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked(transfer, p["s_w"], "W")
@@ -68,18 +116,27 @@ def _crashed(p, delete=False, committed=False) -> tuple:
     return w, transfer
 
 
-def _read(fn, w, p, row: str) -> dict:
-    with plugged(fn):
-        got = _read_at(w, p["s_r"], row)
+def _read(w, p, row: str) -> dict:
+    """A reader at ``s_r`` (your cleanup plugged in) reads ``row``'s bal: its answer, the cells."""
+    got = _read_at(w, p["s_r"], row)
     return {"get": got, "cells": w.cells()}
 
 
 def _read_at(w, start: int, row: str) -> dict:
-    reader = w.begin(Transaction, start)
-    try:
-        return outcome(reader.get, row, "bal")
-    finally:
-        reader.abandon()
+    w.reach(start)
+    reader = w.client("reader", [[row, "bal"]])
+    result = reader.answer
+    if isinstance(result, dict) and isinstance(result.get("value"), list) \
+            and len(result["value"]) == 1:
+        return {"value": result["value"][0]}
+    return result if isinstance(result, dict) else {"raised": "no answer"}
+
+
+def _call(w, cell, lock, attempt, client="R") -> dict:
+    """One call of your function; what it answered and how long it slept on the world's clock."""
+    start = w.cluster.clock.now()
+    c = w.client("call", cell, lock, attempt, client)
+    return {"call": c.answer, "slept": w.cluster.clock.now() - start}
 
 
 def _gone(cells, row: str, start: int) -> list:
@@ -90,22 +147,17 @@ def _gone(cells, row: str, start: int) -> list:
 
 # -- 1. a live holder --------------------------------------------------------------------
 
-@exercise.scenario("a live holder: back off one step, change nothing",
-                   params=_p("s0", "c0", "s_w", attempt=lambda rng: rng.randrange(2, 9)))
-def _live(fn, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a live holder: back off one step, change nothing",
+                params=_p("s0", "c0", "s_w", attempt=lambda rng: rng.randrange(2, 9)))
+def _live(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
     w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
-    session, lock, before = Session(w.cluster, "R"), w.lock_on("Bob", "bal"), w.cells()
-    calls = []
-    for attempt in (0, p["attempt"]):
-        start = w.cluster.clock.now()
-        call = outcome(fn, session, BOB, lock, attempt)
-        calls.append({"call": call, "slept": plain(w.cluster.clock.now() - start)})
-    return {"calls": calls, "unchanged": w.cells() == before, "cells": w.cells()}
+    lock, before = w.lock_on("Bob", "bal"), w.cells()
+    calls = [_call(w, BOB, lock, attempt) for attempt in (0, p["attempt"])]
+    _live_ok({"calls": calls, "unchanged": w.cells() == before, "cells": w.cells()}, p)
 
 
-@exercise.verdict("a live holder: back off one step, change nothing")
 def _live_ok(obs, p):
     calls = obs.get("calls")
     require(isinstance(calls, list) and len(calls) == 2, "malformed observations")
@@ -130,14 +182,13 @@ def _seconds(value) -> str:
 
 # -- 2. rolling back ---------------------------------------------------------------------------
 
-@exercise.scenario("crashed before its commit point: a reader of a secondary rolls it all back",
-                   params=_p("s0", "c0", "s_w", "s_r"))
-def _back_secondary(fn, p, ctx):
-    w, _ = _crashed(p)
-    return _read(fn, w, p, "Joe")
+@exercise.check("crashed before its commit point: a reader of a secondary rolls it all back",
+                params=_p("s0", "c0", "s_w", "s_r"))
+def _back_secondary(trial, p):
+    w, _ = _crashed(trial, p)
+    _back_secondary_ok(_read(w, p, "Joe"), p)
 
 
-@exercise.verdict("crashed before its commit point: a reader of a secondary rolls it all back")
 def _back_secondary_ok(obs, p):
     rule = ("W died before its commit point (its primary Bob.bal is still locked): erase the "
             "primary's lock first, so W can never commit, then roll Joe.bal back")
@@ -154,14 +205,13 @@ def _back_secondary_ok(obs, p):
                 f"version (data {old} at {p['s0']}, write record at {p['c0']})")
 
 
-@exercise.scenario("crashed before its commit point: a reader of the primary rolls it back",
-                   params=_p("s0", "c0", "s_w", "s_r"))
-def _back_primary(fn, p, ctx):
-    w, _ = _crashed(p)
-    return _read(fn, w, p, "Bob")
+@exercise.check("crashed before its commit point: a reader of the primary rolls it back",
+                params=_p("s0", "c0", "s_w", "s_r"))
+def _back_primary(trial, p):
+    w, _ = _crashed(trial, p)
+    _back_primary_ok(_read(w, p, "Bob"), p)
 
 
-@exercise.verdict("crashed before its commit point: a reader of the primary rolls it back")
 def _back_primary_ok(obs, p):
     rule = (f"the reader met W's primary lock on Bob.bal (at {p['s_w']}); W is dead and did not "
             f"commit: roll Bob.bal back (erase its lock and data at {p['s_w']})")
@@ -173,14 +223,13 @@ def _back_primary_ok(obs, p):
 
 # -- 3. rolling forward ------------------------------------------------------------------------
 
-@exercise.scenario("crashed after its commit point: roll forward at the primary's commit_ts",
-                   params=_p("s0", "c0", "s_w", "c_w", "s_r"))
-def _forward(fn, p, ctx):
-    w, _ = _crashed(p, committed=True)
-    return _read(fn, w, p, "Joe")
+@exercise.check("crashed after its commit point: roll forward at the primary's commit_ts",
+                params=_p("s0", "c0", "s_w", "c_w", "s_r"))
+def _forward(trial, p):
+    w, _ = _crashed(trial, p, committed=True)
+    _forward_ok(_read(w, p, "Joe"), p)
 
 
-@exercise.verdict("crashed after its commit point: roll forward at the primary's commit_ts")
 def _forward_ok(obs, p):
     _rolled_forward(obs, p, "data", p["j1"])
 
@@ -191,7 +240,7 @@ def _rolled_forward(obs, p, kind: str, value) -> None:
             f"'{kind} @ {p['s_w']}' at the primary's commit_ts {p['c_w']}, the lock erased")
     cells = obs.get("cells")
     record = value_at(cells, "Joe", "bal:write", p["c_w"])
-    found = [f"{show(v)} at {ts}" for ts, v in versions(cells, "Joe", "bal:write")
+    found = [f"{show(v)} at {ts}" for ts, v in versions_in(cells, "Joe", "bal:write")
              if ts != p["c0"]]
     require(is_write(record, p["s_w"], kind), f"{rule}; Joe.bal's new write records: "
                                               f"{', '.join(found) or 'none'}")
@@ -201,54 +250,50 @@ def _rolled_forward(obs, p, kind: str, value) -> None:
                                              f"{said(obs.get('get'))}")
 
 
-@exercise.scenario("a delete is rolled forward as a delete",
-                   params=_p("s0", "c0", "s_w", "c_w", "s_r"))
-def _forward_delete(fn, p, ctx):
-    w, _ = _crashed(p, delete=True, committed=True)
-    return _read(fn, w, p, "Joe")
+@exercise.check("a delete is rolled forward as a delete",
+                params=_p("s0", "c0", "s_w", "c_w", "s_r"))
+def _forward_delete(trial, p):
+    w, _ = _crashed(trial, p, delete=True, committed=True)
+    _forward_delete_ok(_read(w, p, "Joe"), p)
 
 
-@exercise.verdict("a delete is rolled forward as a delete")
 def _forward_delete_ok(obs, p):
     _rolled_forward(obs, p, "delete", None)
 
 
 # -- 4. the primary decides; liveness --------------------------------------------------------
 
-@exercise.scenario("a slow holder cannot commit after a cleanup: the primary is decided first",
-                   params=_p("s0", "c0", "s"))
-def _race(fn, p, ctx):
-    w = World(p["t0"])
+@exercise.check("a slow holder cannot commit after a cleanup: the primary is decided first",
+                params=_p("s0", "c0", "s"))
+def _race(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
-    t = w.begin(Transaction, p["s"])
+    w.reach(p["s"])
+    t = Transaction(w.cluster)                       # a slow holder (a reference transaction)
     t.set("Bob", "bal", p["b1"])
     t.set("Joe", "bal", p["j1"])
     seen = {}
     hook = Once(lambda rt: rt.client == t.client and rt.step == Step.COMMIT_PRIMARY,
-                lambda rt: seen.update(_half_cleanup(fn, w)), at="before")
+                lambda rt: seen.update(_half_cleanup(w)), at="before")
     w.cluster.bigtable.interceptors.append(hook)
     commit = outcome(t.commit)
-    return dict(seen, commit=commit, cells=w.cells())
+    _race_ok(dict(seen, commit=commit, cells=w.cells()), p)
 
 
-def _half_cleanup(fn, w) -> dict:
+def _half_cleanup(w) -> dict:
     """T looks dead (TTL passed): reader R cleans up Joe.bal's lock, dies after its first change."""
     w.cluster.clock.advance(TTL + 1)
-    r = Transaction(w.cluster)
     first = []
 
     def die(rt):
         first.append(rt.row)
-        r.session.crash()
-        raise ClientCrash(str(rt.step), 1)
-    dies = Once(lambda rt: rt.client == r.client and rt.mutations, die)
-    w.cluster.bigtable.interceptors.append(dies)
-    with plugged(fn):
-        got = outcome(r.get, "Joe", "bal")
-    return {"first": first, "r_get": got}
+        w.doom(next(c for c in w.clients.values() if c.label == "R"))
+    w.cluster.bigtable.interceptors.append(
+        Once(lambda rt: rt.client == "R" and rt.mutations, die))
+    reader = w.client("reader", [["Joe", "bal"]], label="R")
+    return {"first": first, "r_get": reader.answer}
 
 
-@exercise.verdict("a slow holder cannot commit after a cleanup: the primary is decided first")
 def _race_ok(obs, p):
     first = obs.get("first")
     require(first in (["Bob"], ["Joe"]),
@@ -256,7 +301,7 @@ def _race_ok(obs, p):
             f"must clean up (T looks dead); your cleanup changed nothing (first change: {first})")
     cells = obs.get("cells")
     wrote = [row for row in ("Bob", "Joe")
-             if any(is_write(v, p["s"]) for _, v in versions(cells, row, "bal:write"))]
+             if any(is_write(v, p["s"]) for _, v in versions_in(cells, row, "bal:write"))]
     require(returned(obs.get("commit"), False) and wrote == [],
             f"a reader judged T dead and began cleaning up; its first change was on "
             f"{first[0]}.bal, then it died. T was only slow and reached its commit point: "
@@ -264,19 +309,16 @@ def _race_ok(obs, p):
             f"the PRIMARY's lock first (the synchronizing point, §2.2): then T cannot commit")
 
 
-@exercise.scenario("an expired token counts as dead: clean up at once",
-                   params=_p("s0", "c0", "s_w"))
-def _expired(fn, p, ctx):
-    w = World(p["t0"])
+@exercise.check("an expired token counts as dead: clean up at once",
+                params=_p("s0", "c0", "s_w"))
+def _expired(trial, p):
+    w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
     w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
     w.cluster.clock.advance(TTL + 1)                 # W never heartbeats again
-    start = w.cluster.clock.now()
-    call = outcome(fn, Session(w.cluster, "R"), BOB, w.lock_on("Bob", "bal"), 0)
-    return {"call": call, "slept": plain(w.cluster.clock.now() - start), "cells": w.cells()}
+    _expired_ok(dict(_call(w, BOB, w.lock_on("Bob", "bal"), 0), cells=w.cells()), p)
 
 
-@exercise.verdict("an expired token counts as dead: clean up at once")
 def _expired_ok(obs, p):
     rule = (f"W's token has not been refreshed for {TTL + 1:g} s, more than the TTL ({TTL:g} s): "
             f"W is alive but not working, so it counts as dead (§2.2) and its lock is cleaned up "
@@ -290,19 +332,18 @@ def _expired_ok(obs, p):
                         f"{', '.join(left)}")
 
 
-@exercise.scenario("a lock someone already resolved: cleaning it up again changes nothing",
-                   params=_p("s0", "c0", "s_w", "s_u"))
-def _stale(fn, p, ctx):
-    w, transfer = _crashed(p)
+@exercise.check("a lock someone already resolved: cleaning it up again changes nothing",
+                params=_p("s0", "c0", "s_w", "s_u"))
+def _stale(trial, p):
+    w, transfer = _crashed(trial, p)
     stale = w.lock_on("Joe", "bal")                  # a reader met this lock ...
     w.rolled_back(transfer, p["s_w"])                # ... another reader rolled W back ...
     w.locked({("Joe", "bal"): p["j2"]}, p["s_u"], "U")   # ... and U, alive, locked Joe.bal
     before = w.cells()
-    call = outcome(fn, Session(w.cluster, "R"), JOE, stale, 0)
-    return {"call": call, "unchanged": w.cells() == before, "cells": w.cells()}
+    call = _call(w, JOE, stale, 0)["call"]
+    _stale_ok({"call": call, "unchanged": w.cells() == before, "cells": w.cells()}, p)
 
 
-@exercise.verdict("a lock someone already resolved: cleaning it up again changes nothing")
 def _stale_ok(obs, p):
     cells = obs.get("cells")
     lock = value_at(cells, "Joe", "bal:lock", p["s_u"])
@@ -314,3 +355,50 @@ def _stale_ok(obs, p):
     require(obs.get("unchanged") is True and "raised" not in (obs.get("call") or {}),
             f"W's lock at {p['s_w']} is already gone (rolled back): cleaning it up again must "
             f"change nothing; yours {said(obs.get('call'))} and changed the store")
+
+
+# -- 5. every small interleaving -------------------------------------------------------------
+
+FAMILY_TTL = 0.004
+CELLS = (("Joe", "bal"), ("Bob", "bal"))
+
+
+def _family_p(rng):
+    return dict(timeline(rng), **amounts(rng, "b0", "j0", "b1", "j1"))
+
+
+def _judge_readers(labels):
+    def judge(w, clients):
+        readers = {}
+        for label in labels:
+            result = clients[label].answer
+            values = result.get("value") if isinstance(result, dict) else None
+            require(isinstance(values, list) and len(values) == len(CELLS),
+                    f"reader {label} (your cleanup plugged into Get) {said(result)}")
+            readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in CELLS], values))
+        judge_history(history_with(w, readers))
+        protocol_invariants(w)
+    return judge
+
+
+def _family(p, readers):
+    def family(w):
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
+                    w.oracle.peek() + 1)
+        writer = Participant("W", "writer", ([["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]],),
+                             host="trusted", crashable=True)
+        return [writer] + [Participant(r, "reader", (CELLS,)) for r in readers]
+    return family
+
+
+@exercise.check("every interleaving of a reader (your cleanup) with a transfer, and the "
+                "transfer's crash", params=_family_p, limit=30.0)
+def _race_reader(trial, p):
+    trial.explore(_family(p, ["R"]), _judge_readers(["R"]), ttl=FAMILY_TTL)
+
+
+@exercise.check("every interleaving of two readers (your cleanup) racing to clean up a crashed "
+                "transfer", params=_family_p, limit=40.0)
+def _race_cleaners(trial, p):
+    trial.explore(_family(p, ["R1", "R2"]), _judge_readers(["R1", "R2"]), ttl=FAMILY_TTL,
+                  preemptions=1)

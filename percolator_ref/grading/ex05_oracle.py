@@ -23,9 +23,8 @@ crash points run does not.
 """
 from __future__ import annotations
 
-from .framework import Exercise, Fail, require
+from .framework import Exercise, Fail, require, said
 from .interactive import Counterexample
-from .protocol_world import said
 from .trusted import TrustedWorld
 from .vdisk import MUTATIONS, ROOT, Disk, serving
 

@@ -38,8 +38,7 @@ from __future__ import annotations
 from percolator_ref import Transaction
 from percolator_ref.model import WriteKind, split_column
 
-from .framework import Exercise, require
-from .protocol_world import said
+from .framework import Exercise, require, said
 from .trusted import Participant
 
 exercise = Exercise(

@@ -31,8 +31,7 @@ from __future__ import annotations
 from percolator_ref import Transaction
 from percolator_ref.model import Write, split_column
 
-from .framework import Exercise, require
-from .protocol_world import TABLE, said
+from .framework import Exercise, require, said
 from .trusted import Participant, protocol_invariants
 
 FAMILY_TTL = 0.004        # a waiting withdrawal outlives a silent holder within a few backoffs

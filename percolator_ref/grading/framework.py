@@ -425,12 +425,33 @@ def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
 # -- verdict helpers shared by the exercises (grader side) ------------------------------
 
 def said(out) -> str:
-    """What a call did, for feedback: ``returned X`` / ``raised E``."""
-    if isinstance(out, dict) and "raised" in out:
-        return f"raised {out['raised']}"
-    if isinstance(out, dict) and "value" in out:
-        return f"returned {out['value']!r}"
+    """What a call did, for feedback: ``returned X`` / ``raised E`` / ``gave no answer``.
+
+    The one phrasing of an outcome (:func:`outcome`, or a client's answer in the
+    trusted world); a stored value is shown as the paper's figures print it.
+    """
+    if out is None:
+        return "gave no answer (its client crashed or never finished)"
+    if isinstance(out, dict) and set(out) == {"raised"}:
+        text = str(out["raised"])
+        return f"raised {text if len(text) <= 140 else text[:137] + '...'}"
+    if isinstance(out, dict) and set(out) == {"value"}:
+        return f"returned {show(out['value'])}"
     return f"gave {out!r}"
+
+
+def show(value) -> str:
+    """A stored version as the paper's figures print it."""
+    if isinstance(value, dict) and "write" in value:
+        return f"write record '{value.get('write')} @ {value.get('start_ts')}'"
+    if isinstance(value, dict) and value.get("lock") is True:
+        primary = value.get("primary")
+        where = (f"{primary[1]}.{primary[2]}" if isinstance(primary, list) and len(primary) == 3
+                 else repr(primary))
+        return "lock 'I am primary'" if value.get("is_primary") else f"lock 'primary @ {where}'"
+    if isinstance(value, dict) and "repr" in value:
+        return str(value["repr"])
+    return repr(value)
 
 
 def observed(obs, *keys) -> list:

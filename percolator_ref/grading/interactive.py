@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from .battery import Report, Result
+from .battery import BudgetExceeded, Report, Result
 from .channel import ClientGone
 from .clients import ClientHost
 from .framework import Fail
@@ -77,7 +77,7 @@ def run_trusted(check, hub: Hub, p: dict) -> Result:
     except CheckTimeout:
         return Result(check.name, False, f"it ran past its time limit of {check.limit:g} s "
                                          f"(an endless loop?)")
-    except Violation as exc:
+    except (Violation, BudgetExceeded) as exc:
         return Result(check.name, False, _text(exc))
     return Result(check.name, True)
 

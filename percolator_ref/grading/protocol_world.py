@@ -29,7 +29,7 @@ from percolator_ref.model import (DEFAULT_TABLE, Cell, Lock, Write, WriteKind, d
 from percolator_ref.step import Step
 
 from .battery import guard
-from .framework import outcome, plain, require
+from .framework import outcome, plain, require, said, show  # noqa: F401 - said: one, re-exported
 
 TTL = 10.0
 TABLE = DEFAULT_TABLE
@@ -181,7 +181,7 @@ def snapshot_fields(found) -> dict:
 
 # -- verdict side: reading the (untrusted) observations ------------------------------
 
-def versions(cells, row: str, physical: str, table: str = TABLE) -> list:
+def versions_in(cells, row: str, physical: str, table: str = TABLE) -> list:
     """``[[ts, value], ...]`` (newest first) of one physical column, [] if absent."""
     require(isinstance(cells, dict), "malformed observations (cells)")
     found = cells.get(table, {})
@@ -194,7 +194,7 @@ def versions(cells, row: str, physical: str, table: str = TABLE) -> list:
 
 def value_at(cells, row: str, physical: str, ts: int, table: str = TABLE):
     """The version at exactly ``ts``, or None."""
-    return next((v for t, v in versions(cells, row, physical, table) if t == ts), None)
+    return next((v for t, v in versions_in(cells, row, physical, table) if t == ts), None)
 
 
 def locks(cells, table: str = TABLE) -> list:
@@ -207,37 +207,13 @@ def locks(cells, table: str = TABLE) -> list:
         for physical in columns:
             column, kind = split_column(physical)
             if kind == "lock":
-                found += [(row, column, ts) for ts, _ in versions(cells, row, physical, table)]
+                found += [(row, column, ts) for ts, _ in versions_in(cells, row, physical, table)]
     return sorted(found)
 
 
 def is_write(value, start: int, kind: str = "data") -> bool:
     """Is ``value`` a rendered write record of ``kind`` pointing at ``start``?"""
     return isinstance(value, dict) and value.get("write") == kind and value.get("start_ts") == start
-
-
-def show(value) -> str:
-    """A stored version as the paper's figures print it."""
-    if isinstance(value, dict) and "write" in value:
-        return f"write record '{value.get('write')} @ {value.get('start_ts')}'"
-    if isinstance(value, dict) and value.get("lock") is True:
-        primary = value.get("primary")
-        where = (f"{primary[1]}.{primary[2]}" if isinstance(primary, list) and len(primary) == 3
-                 else repr(primary))
-        return "lock 'I am primary'" if value.get("is_primary") else f"lock 'primary @ {where}'"
-    if isinstance(value, dict) and "repr" in value:
-        return str(value["repr"])
-    return repr(value)
-
-
-def said(result) -> str:
-    """An ``outcome`` as words: ``returned 10`` or ``raised TypeError: ... (line 3 ...)``."""
-    require(isinstance(result, dict) and ({"value"} == set(result) or {"raised"} == set(result)),
-            "malformed observations (outcome)")
-    if "raised" in result:
-        text = str(result["raised"])
-        return f"raised {text if len(text) <= 140 else text[:137] + '...'}"
-    return f"returned {show(result['value'])}"
 
 
 def returned(result, expected) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from .battery import BudgetExceeded
 from .framework import Fail
 from .trusted import CheckTimeout, Violation
 
@@ -71,6 +72,9 @@ class Chooser:
         return out
 
 
+LOOPED = "the clients (or a reader after them) ran "
+
+
 @dataclass
 class Outcome:
     """What exploring a family found: how many schedules ran, the shortest failure."""
@@ -102,6 +106,8 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
         outcome.runs += 1
         if failure is not None and _shorter(steps, chooser.taken, outcome):
             outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
+        if failure is not None and failure.startswith(LOOPED):
+            break                                # a loop: one is enough (each costs a budget)
         for i in range(len(chooser.taken) - 1, len(chooser.prefix) - 1, -1):
             todo.extend(reversed(chooser.alternatives(i, preemptions, crashes)))
     if outcome.failure is not None:             # run it again, keeping the cells of each step
@@ -130,6 +136,8 @@ def judged_run(world_factory: Callable, family: Callable, judge: Callable):
             judge(w, {c.label: c for c in clients})
         except Fail as exc:
             return str(exc), w.log
+        except BudgetExceeded as exc:
+            return LOOPED + str(exc), w.log
         except (CheckTimeout, Violation):
             raise
         finally:

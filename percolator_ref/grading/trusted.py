@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from percolator_ref.checker import TxnRecord, check_history, same_value
+from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, Write, WriteKind, check_name, data_col, \
     split_column, write_col
 from percolator_ref.step import Step
@@ -38,6 +39,7 @@ from .protocol_world import TABLE, World, kind_of, render
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_SLEEP = 3600.0
+MAX_NESTING = 4
 STEPS = frozenset(s.value for s in Step)
 
 
@@ -120,6 +122,7 @@ class TrustedWorld(World):
         self.clients: dict = {}
         self.log: list = []
         self.recording = True              # keep the cells after each step (off while exploring)
+        self.doomed: set = set()
         self.messages = 0
         hub.trusted.history = self.cluster.history
 
@@ -150,11 +153,11 @@ class TrustedWorld(World):
         self.drive(c, alone=True)
         return c
 
-    def call(self, c: Client, method: str, *args) -> dict:
+    def call(self, c: Client, method: str, *args, **kwargs) -> dict:
         """Run ``method`` on client ``c``, serving all its requests; its outcome."""
         c.done = False
         self.hub.send(c.host, {"cid": c.cid, "op": "call", "method": method,
-                               "args": encode(list(args))})
+                               "args": encode(list(args)), "kwargs": encode(kwargs)})
         self.drive(c, alone=True)
         return c.answer
 
@@ -217,7 +220,7 @@ class TrustedWorld(World):
             return self.reply(c, ts)
         if op == "end":
             raise Violation(f"{c.label} ended a row transaction it never began")
-        return self.reply(c, self.service(c, msg))
+        self.reply(c, self.service(c, msg))
 
     def service(self, c: Client, msg: dict):
         """The answer to an unscheduled request (oracle peek, lock service, clock, rows)."""
@@ -234,6 +237,8 @@ class TrustedWorld(World):
             return None
         if op == "rows":
             return self.listing(c, msg)
+        if op == "observed":
+            return self.cluster.observers.watches(msg["table"], msg["column"])
         if op == "disk":
             return self.disk_call(c, msg)
         return self.lock_service(c, msg["fn"], msg["client"])
@@ -269,7 +274,10 @@ class TrustedWorld(World):
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
                                                    step=Step(step))
-        rt.__enter__()
+        try:
+            rt.__enter__()
+        except StoreUnavailable as exc:          # an injected store failure: nothing happened
+            return self.fail(c, exc)
         try:
             self.hand_out(c, rt)
             end = self.row_end(c)
@@ -278,19 +286,34 @@ class TrustedWorld(World):
             raise
         self.apply(c, rt, end)
 
+    def fail(self, c: Client, exc: Exception) -> None:
+        """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable)."""
+        self.note(c, f"met a store failure ({exc})")
+        self.hub.send(c.host, {"cid": c.cid, "op": "fail", "text": str(exc)[:300]})
+
+    def doom(self, c: Client) -> None:
+        """``c`` crashes right after the row transaction being applied (an interceptor's use)."""
+        self.doomed.add(c.cid)
+
     def hand_out(self, c: Client, rt) -> None:
         row = _row_value(rt)
         c.seen.extend(v for versions in row.values() for _, v in versions)
         self.reply(c, row)
 
     def row_end(self, c: Client) -> dict:
-        while True:
-            msg = self.next_message(c)
-            if msg["op"] == "end":
-                return msg
-            if msg["op"] in SCHEDULED or msg["op"] == "answer":
-                raise Violation(f"{c.label} left a row transaction open")
-            self.reply(c, self.service(c, msg))
+        """Serve ``c`` inside its open row transaction until it ends it (a row transaction
+        nested in it, as the in-memory store allows, is served whole)."""
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            while True:
+                msg = self.next_message(c)
+                if msg["op"] == "end":
+                    return msg
+                if msg["op"] == "answer" or self.depth > MAX_NESTING:
+                    raise Violation(f"{c.label} left a row transaction open")
+                self.serve(c, msg)
+        finally:
+            self.depth -= 1
 
     def apply(self, c: Client, rt, end: dict) -> None:
         error = None
@@ -300,12 +323,17 @@ class TrustedWorld(World):
         except (TypeError, ValueError) as exc:
             error = exc
         ok = end["commit"] and error is None
-        rt.__exit__(None if ok else Violation, None, None)
+        try:
+            rt.__exit__(None if ok else Violation, None, None)
+        except StoreUnavailable as exc:          # applied, and the reply was lost
+            return self.fail(c, exc)
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
         if ok:
             self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
                       else f"{rt.step} {rt.row}", rt.mutations)
+        if c.cid in self.doomed:
+            return self.crash_client(c)
         self.reply(c, None)
 
     def note(self, c: Client, what: str, mutations=()) -> None:
@@ -354,6 +382,7 @@ class TrustedWorld(World):
         """After the family: time passes (every silent client is dead), a reference reader
         reads every cell of the table, cleaning up what was left."""
         self.cluster.clock.advance(3 * self.ttl)
+        no_dangling_write_records(self)
         reader = Transaction(self.cluster, "settle")
         reader.scan(TABLE)
         reader.abandon()
@@ -390,6 +419,31 @@ def history_with(w: TrustedWorld, readers: dict) -> list:
     return records
 
 
+def writer_record(w: TrustedWorld, c: Client, values) -> Optional[TxnRecord]:
+    """A student writer's record, from the world's own cells: it committed iff its primary
+    has a write record pointing at its start_ts (``values``: ``[[row, column, value]]``)."""
+    if not c.timestamps:
+        return None
+    start = c.timestamps[0]
+    row, column, _ = values[0]
+    found = [ts for ts, v in w.cluster.bigtable.versions(TABLE, row, write_col(column))
+             if isinstance(v, Write) and v.start_ts == start]
+    record = TxnRecord(c.label, start, found[0] if found else None,
+                       "committed" if found else "aborted")
+    record.writes = [(Cell(TABLE, r, col), kind_of(v).name, v) for r, col, v in values]
+    return record
+
+
+def answered_truly(c: Client, record: Optional[TxnRecord]) -> None:
+    """A writer that finished must answer commit() with what the store says it did."""
+    if c.crashed or record is None:
+        return
+    require(c.answer == {"value": record.committed},
+            f"{c.label} (start_ts {record.start_ts}) "
+            + ("committed" if record.committed else "did not commit")
+            + f" in the store, but its commit() answered {c.answer!r}")
+
+
 def record_intent(txn) -> None:
     """Record a reference writer's writes before it commits (a crash skips its finish)."""
     if txn.record is not None:
@@ -410,21 +464,29 @@ def judge_history(records) -> None:
     require(report.ok, "; ".join(f"{a.name}: {a.description}" for a in report.anomalies[:2]))
 
 
-def protocol_invariants(w: TrustedWorld) -> None:
+def protocol_invariants(w: TrustedWorld, records=()) -> None:
     """No lock left behind, no write record pointing at erased data, no half-visible
-    transaction, no commit after rollback (on the settled store)."""
+    transaction, no commit after rollback (on the settled store); ``records``: the
+    student's writers, besides the world's history."""
+    no_dangling_write_records(w)
     dump = w.cluster.bigtable.dump(TABLE).get(TABLE, {})
     for row, columns in dump.items():
         for physical, versions in columns.items():
             column, kind = split_column(physical)
-            if kind == "lock":
-                raise Fail(f"a lock was left behind on {row}.{column} at {versions[0][0]} "
-                           f"after every client finished and a reader cleaned up")
-            if kind == "write":
-                for commit_ts, write in versions:
-                    _points_at_data(columns, row, column, commit_ts, write)
-    for record in w.cluster.history.records:
+            require(kind != "lock", f"a lock was left behind on {row}.{column} at "
+                                    f"{versions[0][0]} after every client finished and a "
+                                    f"reader cleaned up")
+    for record in list(w.cluster.history.records) + list(records):
         _all_or_nothing(w, record)
+
+
+def no_dangling_write_records(w: TrustedWorld) -> None:
+    """Every write record of a put points at data that is still there."""
+    for row, columns in w.cluster.bigtable.dump(TABLE).get(TABLE, {}).items():
+        for physical, versions in columns.items():
+            column, kind = split_column(physical)
+            for commit_ts, write in versions if kind == "write" else ():
+                _points_at_data(columns, row, column, commit_ts, write)
 
 
 def _points_at_data(columns, row, column, commit_ts, write) -> None:

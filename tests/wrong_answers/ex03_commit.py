@@ -163,4 +163,20 @@ def commit_primary(self, m):
                                           self.commit_ts, notify))
         return True
 '''),
+    "checks that the primary is still locked, by anyone, at the commit point": _answer(
+        commit_primary='''\
+def commit_primary(self, m):
+    notify = self.session.is_observed(m.cell.table, m.cell.column)
+    with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_PRIMARY) as rt:
+        if rt.read(lock_col(m.cell.column)) is None:      # my lock was cleaned up: abort
+            return False
+        rows.apply(rt, rows.commit_writes(m.cell.column, Write(self.start_ts, m.kind),
+                                          self.commit_ts, notify))
+        return True
+'''),
+}
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients shows: every single-client check passes
+    "checks that the primary is still locked, by anyone, at the commit point",
 }
