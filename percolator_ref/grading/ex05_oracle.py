@@ -23,6 +23,7 @@ crash points run does not.
 """
 from __future__ import annotations
 
+from .channel import encode
 from .framework import Exercise, Fail, require, said
 from .interactive import Counterexample
 from .trusted import TrustedWorld
@@ -86,6 +87,13 @@ class OracleWorld(TrustedWorld):
                       + f"; {NAME} holds {self.disk.files.get(NAME)!r}")
         return reply
 
+    def note(self, c, what: str, mutations=()) -> None:
+        """Log a step; the frame's cells are the disk's files (the oracle has no other state)."""
+        super().note(c, what, mutations)
+        if "cells" in self.log[-1]:
+            self.log[-1]["cells"] = encode({"disk": {name: {"content": [(0, text)]}
+                                                     for name, text in sorted(self.disk.files.items())}})
+
     def start(self, p, first=None, label=None):
         """A (re)started oracle: a fresh client constructing ``Oracle`` on the disk."""
         self.rounds += 1
@@ -106,6 +114,7 @@ class OracleWorld(TrustedWorld):
         out = self.call(c, "get_timestamp")
         if not c.crashed and isinstance(out, dict) and "value" in out:
             self.served.append((out["value"], mark(self.disk.files.get(NAME))))
+            self.note(c, f"served {out['value']!r}; {NAME} holds {self.disk.files.get(NAME)!r}")
         self.last_writes = self.disk.mutations - before
         return out
 
@@ -312,21 +321,30 @@ def _after_crash(w, p, k: int) -> None:
                 limit=30.0)
 def _crashes(trial, p):
     w = OracleWorld(trial)
+    _as_counterexample(w, 0, lambda: _uncrashed(w, p))
+    calls = w.disk.mutations
+    trial.runs += 1
+    for k in range(1, calls + 1):
+        trial.runs += 1
+        w = OracleWorld(trial, crash_at=k)
+        _as_counterexample(w, k, lambda: (_script(w, p), _after_crash(w, p, k)))
+
+
+def _uncrashed(w, p) -> None:
     _script(w, p)
     served = [ts for ts, _ in w.served]
     require(served and all(a < b for a, b in zip(served, served[1:])),
             f"without a crash, a run with restarts must serve strictly increasing timestamps; "
             f"the oracle served {served[:12]}")
     _persisted_first(w)
-    calls = w.disk.mutations
-    trial.runs += 1
-    for k in range(1, calls + 1):
-        trial.runs += 1
-        w = OracleWorld(trial, crash_at=k)
-        try:
-            _script(w, p)
-            _after_crash(w, p, k)
-        except Counterexample:
-            raise
-        except Fail as exc:                         # the first crash point that fails: shortest
-            raise Counterexample(str(exc), w.log, (("crash", f"disk call {k}"),), k) from None
+
+
+def _as_counterexample(w, k: int, run) -> None:
+    """Run one crash point (0: none); a failure is reported with the run's steps."""
+    try:
+        run()
+    except Counterexample:
+        raise
+    except Fail as exc:                 # crash points run in order: the first failing is shortest
+        where = ("crash", f"disk call {k}") if k else ("go", "no crash")
+        raise Counterexample(str(exc), w.log, (where,), k + 1) from None
