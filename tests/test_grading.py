@@ -120,12 +120,13 @@ def test_exception_in_answer_cell_and_in_a_scenario_name_their_line(tmp_path):
                                              "ts, self.next = self.next[0], self.next + 1")
     g_cell, g_scenario = grade_all([student_notebook(tmp_path / "a.ipynb", 5, raising_cell),
                                     student_notebook(tmp_path / "b.ipynb", 5, in_scenario)])
-    assert g_cell.problems == ["your answer cell raised KeyError: 'missing' (line 1 of your answer cell)"]
+    assert g_cell.problems == ["not run: your answer cell raised KeyError: 'missing' (line 1 of "
+                               "your answer cell)"]
     line = in_scenario.splitlines().index(
         next(l for l in in_scenario.splitlines() if "self.next[0]" in l)) + 1
     assert g_scenario.checks[0].reason == (
-        "the scenario 'consecutive timestamps from first_timestamp, across range ends' stopped: "
-        f"TypeError: 'int' object is not subscriptable (line {line} of your answer cell)")
+        "get_timestamp() must return a timestamp; it raised TypeError: 'int' object is not "
+        f"subscriptable (line {line} of your answer cell)")
 
 
 def test_missing_answer_cell_and_unreadable_notebook(tmp_path):

@@ -1,4 +1,4 @@
-"""Exercises 6-8 as scenarios + verdicts: the hidden observer steps, feedback with the run's numbers."""
+"""Exercises 6-8 on the trusted world: the hidden observer steps, feedback with the run's numbers."""
 import pytest
 
 from percolator_ref import grading
