@@ -248,7 +248,8 @@ def _fd_call(name):
     real = _real[f"os.{name}"]
 
     def shim(fd, *args):
-        f = _fds.get(fd)
+        key = fd.fileno() if isinstance(fd, VirtualFile) else fd      # os.fsync(f) takes a file too
+        f = _fds.get(key) if isinstance(key, int) else None
         if f is None:
             return real(fd, *args)
         if name == "write":
@@ -281,9 +282,9 @@ def _two_paths(name):
 def _one_path(name, fn):
     real = _real[f"os.{name}"]
 
-    def shim(path, *args, **kwargs):
-        p = virtual(path)
-        return real(path, *args, **kwargs) if p is None else fn(p)
+    def shim(*args, **kwargs):
+        p = virtual(args[0]) if args else None                  # os.listdir() lists "."
+        return real(*args, **kwargs) if p is None else fn(p)
     return shim
 
 
