@@ -5,14 +5,14 @@ Transactions and Notifications", OSDI 2010. See API.md for the contract and
 the README for a map from the paper's sections and figures to this code.
 """
 from .bigtable import Bigtable, RowTransaction
-from .checker import CheckReport, History, check_history
-from .clock import ManualClock, WallClock
+from .checking.checker import CheckReport, History, check_history
+from .services.clock import ManualClock, WallClock
 from .cluster import Cluster
 from .errors import (ClientCrash, CommitOutcomeUnknown, ObserverLoopError, OracleStateCorrupt,
                      OracleExhausted, PercolatorError, StoreUnavailable, TransactionClosed)
-from .lockservice import LockService
-from .model import Cell, Lock, Write, WriteKind
-from .oracle import BatchingOracleClient, TimestampOracle
+from .services.lockservice import LockService
+from .model import Cell, CommitPhase, Lock, TxStatus, Write, WriteKind
+from .services.oracle import BatchingOracleClient, TimestampOracle
 from .trace import Change, RowTransactionEvent, Tracer
 from .session import Session
 from .step import CRASH_POINTS, Step
@@ -24,6 +24,6 @@ __all__ = [
     "ObserverLoopError", "OracleStateCorrupt", "PercolatorError",
     "OracleExhausted", "StoreUnavailable", "TransactionClosed", "LockService", "Cell", "Lock", "Write",
     "WriteKind", "BatchingOracleClient", "TimestampOracle", "Change", "RowTransactionEvent",
-    "Tracer", "CRASH_POINTS", "Transaction",
+    "Tracer", "CRASH_POINTS", "Transaction", "TxStatus", "CommitPhase",
 ]
 __version__ = "0.1.0"

@@ -26,7 +26,7 @@ from typing import Any, Iterator, Optional
 from sortedcontainers import SortedDict, SortedSet
 
 from .model import check_name
-from .raw import RawCellOperations, check_ts  # noqa: F401 (check_ts: re-exported for the stores)
+from .stores.raw import RawCellOperations, check_ts  # noqa: F401 (check_ts: re-exported for the stores)
 from .step import Step
 from .trace import Change, RowTransactionEvent, Tracer
 

@@ -42,16 +42,15 @@ def check_encodable(text: str, argument: str) -> None:
                          f"surrogate), got {text!r}") from None
 
 
-def check_cell(row, column, table):
-    """Validate a cell's names (no ``:`` in a column) and return it as a :class:`Cell`."""
+def check_cell_names(row, column, table) -> None:
+    """Raise TypeError/ValueError naming the argument unless these name a cell (no ``:`` in
+    ``column``)."""
     check_name(table, "table")
     check_name(row, "row")
     check_name(column, "column")
-    from .model import Cell          # here, not above: model imports this module
     if ":" in column:
         raise ValueError(f"column must not contain ':' (physical columns are "
                          f"column:data, column:lock, ...), got {column!r}")
-    return Cell(table, row, column)
 
 
 def check_value(value) -> None:

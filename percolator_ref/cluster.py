@@ -8,15 +8,15 @@ from __future__ import annotations
 import math
 from typing import Callable, Optional
 
-from .checker import CheckReport, History, check_history
-from .clock import WallClock
-from .lockservice import LockService
+from .checking.checker import CheckReport, History, check_history
+from .cleanup import Cleanup
+from .services.clock import WallClock
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
-from .oracle import TimestampOracle
-from .stores import open_backend
+from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
+from .variants import check_variants, compose, timestamp_source
 
 
 def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> None:
@@ -46,27 +46,28 @@ class Cluster:
     oracle and the liveness tokens on the server too, so processes cooperate.
     ``oracle_state_path``: persist the oracle's high-water mark there (in
     memory only: refused with a Redis store, whose oracle lives on the
-    server). ``record_history``: keep :class:`~percolator_ref.checker.History`
+    server). ``record_history``: keep :class:`~percolator_ref.checking.checker.History`
     records for the checker (turn off for long benchmarks). ``seed``:
-    randomness for observers' scanners.
+    randomness for observers' scanners. ``variants``: protocol variants
+    (:mod:`percolator_ref.variants`) that change named steps of the paper's
+    protocol, composed in the order given; ``cluster.Transaction`` and
+    ``cluster.Cleanup`` are the classes they build, ``cluster.oracle`` the
+    timestamp source.
     """
 
     def __init__(self, first_timestamp: int = 1, clock=None, lock_ttl: float = 10.0,
                  backend=None, *, oracle_state_path: Optional[str] = None,
-                 record_history: bool = True, seed: int = 0):
+                 record_history: bool = True, seed: int = 0, variants=()):
         check_arguments(first_timestamp, clock, lock_ttl, record_history, seed)
+        self.variants = check_variants(variants)
+        self.Transaction = compose(Transaction, self.variants, "Transaction")
+        self.Cleanup = compose(Cleanup, self.variants, "Cleanup")
         self.clock = clock if clock is not None else WallClock()
         self.tracer = Tracer()
-        self.bigtable = open_backend(backend, self.tracer)
-        if getattr(self.bigtable, "make_oracle", None) is not None:
-            if oracle_state_path is not None:
-                raise ValueError("oracle_state_path is for the in-memory store: with a Redis "
-                                 "backend the oracle's state lives on the server")
-            self.oracle = self.bigtable.make_oracle(first_timestamp)
-            self.lockservice = self.bigtable.make_lockservice(self.clock, lock_ttl)
-        else:
-            self.oracle = TimestampOracle(oracle_state_path, first_timestamp)
-            self.lockservice = LockService(self.clock, lock_ttl)
+        self.bigtable, self.oracle, self.lockservice = open_backend(
+            backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
+            first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
+        self.oracle = timestamp_source(self.variants, self, self.oracle)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
         self.seed = seed
@@ -77,7 +78,7 @@ class Cluster:
 
     def begin(self, client: Optional[str] = None) -> Transaction:
         """A new transaction; ``start_ts`` from the oracle. ``client`` shares a worker's token."""
-        return Transaction(self, client)
+        return self.Transaction(self, client)
 
     # -- observers (§2.4) -------------------------------------------------------
     def observe(self, table: str, column: str, name: Optional[str] = None) -> Callable:

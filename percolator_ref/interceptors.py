@@ -10,12 +10,12 @@ see ``rt.client``, ``rt.table``, ``rt.row`` and ``rt.step``.
 They live in lists, so a stepper, a fault plan and a benchmark can be attached
 at once: ``store.interceptors`` (every row transaction of the store) and
 ``session.interceptors`` (one client's row transactions, e.g. the fault plan
-of ``commit(crash_after=...)``). The protocol modules know nothing of them.
+of ``commit(crash_after=...)``). :func:`attach` is the one way to attach and
+detach them. The protocol modules know nothing of them.
 """
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from typing import Callable
 
 
@@ -57,16 +57,36 @@ class Counter:
         self.counts[rt.step] = self.counts.get(rt.step, 0) + 1
 
 
-@contextmanager
-def attached(target, *interceptors):
-    """Attach ``interceptors`` to ``target.interceptors`` for the ``with`` block."""
+class Attachment:
+    """Interceptors attached to ``target`` (see :func:`attach`): ``detach()`` removes them;
+    as a context manager, they are detached when the ``with`` block ends."""
+
+    def __init__(self, target, interceptors: tuple):
+        self.target, self.interceptors = target, interceptors
+
+    def detach(self) -> None:
+        """Remove these interceptors (idempotent)."""
+        for interceptor in self.interceptors:
+            if interceptor in self.target.interceptors:
+                self.target.interceptors.remove(interceptor)
+
+    def __enter__(self):
+        return self.target
+
+    def __exit__(self, *exc) -> None:
+        self.detach()
+
+
+def attach(target, *interceptors, first: bool = False) -> Attachment:
+    """THE way to attach interceptors: to ``target.interceptors`` (a store's, every row
+    transaction; a session's, one client's), after those already there (``first``:
+    before them). Returns the :class:`Attachment`: ``with attach(store, gate): ...``
+    or ``handle = attach(store, gate)`` ... ``handle.detach()``."""
     for interceptor in interceptors:
         if not (hasattr(interceptor, "before") or hasattr(interceptor, "after")):
             raise TypeError(f"an interceptor needs before(rt) or after(rt), got {interceptor!r}")
-    target.interceptors.extend(interceptors)
-    try:
-        yield target
-    finally:
-        for interceptor in interceptors:
-            if interceptor in target.interceptors:
-                target.interceptors.remove(interceptor)
+    if first:
+        target.interceptors[:0] = interceptors
+    else:
+        target.interceptors.extend(interceptors)
+    return Attachment(target, interceptors)

@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 # Input rules live in checks.py; re-exported here, where the vocabulary is.
 from .checks import (INT_LIMIT, MAX_INT_DIGITS, MAX_TIMESTAMP, VALUE_TYPES,  # noqa: F401
-                     check_cell, check_encodable, check_name, check_timestamp, check_value)
+                     check_cell_names, check_encodable, check_name, check_timestamp, check_value)
 
 DEFAULT_TABLE = "default"
 class Cell(NamedTuple):
@@ -30,6 +30,12 @@ class Cell(NamedTuple):
     def __str__(self):
         prefix = "" if self.table == DEFAULT_TABLE else f"{self.table}/"
         return f"{prefix}{self.row}.{self.column}"
+
+
+def check_cell(row, column, table) -> Cell:
+    """Validate a cell's names (no ``:`` in a column) and return it as a :class:`Cell`."""
+    check_cell_names(row, column, table)
+    return Cell(table, row, column)
 
 
 def data_col(column: str) -> str:
@@ -59,9 +65,35 @@ def split_column(bigtable_column: str) -> tuple[str, str]:
 
 
 class WriteKind(enum.Enum):
-    """What a write record commits: a value, or a delete."""
+    """What a write record commits: a value, or a delete.
+
+    ``ROLLBACK`` is not a commit: it is the rollback record some protocol
+    variants write in ``c:write`` at the rolled-back transaction's ``start_ts``
+    (TiKV's ``WriteType::Rollback``). Readers skip it; it is never read as data.
+    """
     PUT = "data"
     DELETE = "delete"
+    ROLLBACK = "rollback"
+
+
+class TxStatus(enum.StrEnum):
+    """Where a transaction stands; a ``StrEnum``, so ``TxStatus.COMMITTED == "committed"``.
+
+    Every ``commit()`` ends in COMMITTED, ABORTED, CRASHED (fault injection) or
+    UNKNOWN (the store failed at the commit point: see ``outcome()``)."""
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    CRASHED = "crashed"
+    UNKNOWN = "unknown"
+
+
+class CommitPhase(enum.StrEnum):
+    """How far a commit got, which decides what a store failure means: before the commit
+    point (abort), at it (unknown), after it (committed)."""
+    PREWRITE = "prewrite"
+    COMMIT_POINT = "commit-point"
+    SECONDARIES = "secondaries"
 
 
 @dataclass(frozen=True)

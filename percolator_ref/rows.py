@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .bigtable import Condition
-from .model import Lock, Write, data_col, lock_col, notify_col, write_col
+from .model import Lock, Write, WriteKind, data_col, lock_col, notify_col, write_col
 
 
 def commit_writes(column: str, write: Write, commit_ts: int, notify: bool) -> list:
@@ -42,10 +42,22 @@ def held_lock(rt, column: str, start_ts: int) -> Optional[Lock]:
 
 
 def find_commit_ts(rt, column: str, start_ts: int) -> Optional[int]:
-    """The commit_ts of the write record pointing at ``start_ts``, or None."""
+    """The commit_ts of the write record pointing at ``start_ts``, or None.
+
+    A rollback record (:attr:`WriteKind.ROLLBACK`) is not a commit."""
     for commit_ts, write in rt.versions(write_col(column)):
         if commit_ts < start_ts:
             return None
         if write.start_ts == start_ts:
-            return commit_ts
+            return None if write.kind is WriteKind.ROLLBACK else commit_ts
     return None
+
+
+def latest_write(rt, column: str, max_ts: int) -> Optional[tuple]:
+    """``(commit_ts, Write)``: the newest write record at or below ``max_ts``, or None.
+
+    Rollback records (:attr:`WriteKind.ROLLBACK`) are skipped: never read as data."""
+    latest = rt.read(write_col(column), max_ts)
+    while latest is not None and latest[1].kind is WriteKind.ROLLBACK:
+        latest = rt.read(write_col(column), latest[0] - 1)
+    return latest

@@ -16,6 +16,9 @@ from .step import READ_ONLY_STEPS
 class Session:
     """One client: ``name``, ``bigtable``, ``oracle``, ``lockservice``, ``clock``, ``observers``.
 
+    ``cleanup``: this client's :class:`~percolator_ref.cleanup.Cleanup` (the
+    cluster's class: the paper's, or one a protocol variant extends).
+
     ``interceptors`` (a list) run around this client's row transactions only,
     after the store's own (see :mod:`percolator_ref.interceptors`).
     ``owns_token``: the session registers the client's token and releases it
@@ -37,6 +40,7 @@ class Session:
         self.owns_token = owns_token
         self.interceptors: list = []
         self.registered = False           # owns_token: registered at the first writing step
+        self.cleanup = cluster.Cleanup(self)   # the cluster's cleanup steps, run by this client
 
     def __repr__(self):
         return f"<Session {self.name}>"

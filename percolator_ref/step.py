@@ -38,8 +38,6 @@ class Step(enum.StrEnum):
     BIGTABLE_WRITE = "bigtable-write"
     BIGTABLE_ERASE = "bigtable-erase"
     ROW_TRANSACTION = "row-transaction"          # any other use of the raw store
-    SEPARATE_READ = "separate-read"              # the benchmark's model of a store without
-                                                 # conditional mutations (bench.SeparateChecks)
 
 
 READ_ONLY_STEPS = frozenset({Step.GET, Step.SCAN, Step.BIGTABLE_READ})

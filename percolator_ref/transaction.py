@@ -21,6 +21,10 @@ notifications are written before the commit point, so a crash after it
 cannot lose them (an aborted commit may cause one extra observer run).
 Every ``commit()`` ends in a final state (API.md): committed, aborted, crashed
 (fault injection) or unknown (:class:`CommitOutcomeUnknown`).
+
+This is the paper's protocol and nothing else: a protocol variant (TiKV's,
+Spanner's) overrides named steps of it from outside, per cluster
+(:mod:`percolator_ref.variants`); no step here asks which variant runs.
 """
 from __future__ import annotations
 
@@ -30,8 +34,9 @@ from typing import Any, NamedTuple, Optional
 from . import cleanup, faults, rows
 from .bigtable import Condition
 from .errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
-from .interceptors import attached
-from .model import (DEFAULT_TABLE, Cell, Lock, Write, WriteKind, check_cell, check_name,
+from .interceptors import attach
+from .model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, TxStatus, Write, WriteKind,
+                    check_cell, check_name,
                     check_value, data_col, lock_col, notify_col, split_column, write_col)
 from .session import Session
 from .step import CRASH_POINTS, Step
@@ -60,7 +65,7 @@ def snapshot_read(rt, start_ts: int, column: str) -> SnapshotRead:
     lock = rt.read(lock_col(column), start_ts)
     if lock is not None:                     # a pending write at or below our snapshot
         return SnapshotRead(lock=lock[1])
-    latest = rt.read(write_col(column), start_ts)
+    latest = rows.latest_write(rt, column, start_ts)
     if latest is None:                       # nothing committed before our snapshot
         return SnapshotRead()
     commit_ts, write = latest
@@ -82,15 +87,18 @@ class Transaction:
         if client is not None:
             check_name(client, "client")
         self.cluster = cluster
+        began_at = cluster.clock.now()      # real time before start_ts (the external order)
         self.start_ts: int = cluster.oracle.get_timestamp()
         self.commit_ts: Optional[int] = None
         self.client = client if client is not None else f"T{self.start_ts}"
         self.session = Session(cluster, self.client, owns_token=client is None)
         self.writes: dict[Cell, Mutation] = {}      # insertion order: primary first
         self.notifies: dict[Cell, None] = {}
-        self.status = "open"            # open/committed/aborted/crashed/unknown
-        self.phase = "prewrite"         # prewrite/commit-point/secondaries: for a failed store
-        self.record = cluster.history.begin(self) if cluster.history is not None else None
+        self.status = TxStatus.OPEN
+        self.phase = CommitPhase.PREWRITE   # what a store failure means (compare with ==:
+                                            # a subclass may set the phase's string)
+        self.record = (cluster.history.begin(self, began_at) if cluster.history is not None
+                       else None)
 
     def __repr__(self):
         return (f"<Transaction {self.client} start_ts={self.start_ts} "
@@ -208,14 +216,14 @@ class Transaction:
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
         try:
-            with attached(self.session, *([plan] if plan else [])):
+            with attach(self.session, *([plan] if plan else [])):
                 ok = self.two_phase_commit()
         except ClientCrash:
-            self.close("crashed")
+            self.close(TxStatus.CRASHED)
             raise
         except StoreUnavailable as failure:
             ok = self.after_store_failure(failure)
-        self.close("committed" if ok else "aborted")
+        self.close(TxStatus.COMMITTED if ok else TxStatus.ABORTED)
         return ok
 
     def two_phase_commit(self) -> bool:
@@ -228,14 +236,14 @@ class Transaction:
             if not self.prewrite(m, primary):
                 self.roll_back_own(mutations[:i])
                 return False
-        self.commit_ts = self.session.timestamp()
+        self.commit_ts = self.commit_timestamp()
         self.write_notifications(mutations[1:])
-        self.phase = "commit-point"
+        self.phase = CommitPhase.COMMIT_POINT
         if mutations and not self.commit_primary(mutations[0]):
             self.commit_ts = None
             self.roll_back_own(mutations[1:])
             return False
-        self.phase = "secondaries"
+        self.phase = CommitPhase.SECONDARIES
         for m in mutations[1:]:
             self.commit_secondary(m)
         return True
@@ -283,6 +291,10 @@ class Transaction:
                                           else f"pointing at the primary {primary}"))
 
     # -- the commit point and the secondaries ------------------------------------------
+    def commit_timestamp(self) -> int:
+        """Take ``commit_ts`` from the timestamp source, now that every lock is written (§2.3)."""
+        return self.session.timestamp()
+
     def write_notifications(self, secondaries: list) -> None:
         """Set ``c:notify`` at commit_ts on observed secondaries and weakly notified cells.
 
@@ -326,20 +338,21 @@ class Transaction:
         for m in mutations:
             with self.session.row_transaction(m.cell.table, m.cell.row, Step.ABORT_ROLLBACK) as rt:
                 if rows.held_lock(rt, m.cell.column, self.start_ts) is not None:
-                    rows.apply(rt, rows.rollback_writes(m.cell.column, self.start_ts))
+                    rows.apply(rt, self.session.cleanup.rollback_writes(m.cell.column,
+                                                                         self.start_ts))
                 rt.explain(f"abort: erase own lock and data on {m.cell} @ {self.start_ts}")
 
     # -- final states ------------------------------------------------------------------
     def after_store_failure(self, failure: StoreUnavailable) -> bool:
         """The store failed mid-commit: aborted before the commit point, committed after it,
         unknown during it (raises :class:`CommitOutcomeUnknown`)."""
-        if self.phase == "secondaries":
+        if self.phase == CommitPhase.SECONDARIES:
             return True                   # past the commit point: readers roll forward
-        if self.phase == "prewrite":
+        if self.phase == CommitPhase.PREWRITE:
             self.commit_ts = None
             self.try_roll_back_own()      # best effort: else readers roll our locks back
             return False
-        self.close("unknown")
+        self.close(TxStatus.UNKNOWN)
         raise CommitOutcomeUnknown(
             f"transaction {self.client} (start_ts {self.start_ts}): the store failed while "
             f"writing the commit point ({failure}); whether it committed is decided by its "
@@ -360,10 +373,10 @@ class Transaction:
         (``commit_ts`` is set to it); a primary lock still there is rolled back
         (the commit point can no longer be reached), so the answer is final.
         """
-        if self.status == "open":
+        if self.status == TxStatus.OPEN:
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")
-        if self.status in ("committed", "aborted") or not self.writes:
-            return self.status == "committed"
+        if self.status in (TxStatus.COMMITTED, TxStatus.ABORTED) or not self.writes:
+            return self.status == TxStatus.COMMITTED
         resolver = Session(self.cluster, f"{self.client}/outcome")
         try:
             commit_ts = cleanup.resolve_primary(resolver, next(iter(self.writes)),
@@ -375,8 +388,8 @@ class Transaction:
 
     def abandon(self) -> None:
         """Close an open transaction without writing anything (its buffered writes are dropped)."""
-        if self.status == "open":
-            self.close("aborted")
+        if self.status == TxStatus.OPEN:
+            self.close(TxStatus.ABORTED)
 
     # -- plumbing ----------------------------------------------------------------------
     def record_read(self, cell: Cell, found: SnapshotRead) -> None:
@@ -385,15 +398,15 @@ class Transaction:
 
     def check_open(self) -> None:
         """Raise :class:`TransactionClosed` unless the transaction is still open."""
-        if self.status != "open":
+        if self.status != TxStatus.OPEN:
             raise TransactionClosed(f"transaction {self.client} is {self.status}; "
                                     f"begin a new one")
 
-    def close(self, status: str) -> None:
-        self.status = status
+    def close(self, status: TxStatus) -> None:
+        self.status = TxStatus(status)
         if self.record is not None:
             self.cluster.history.finish(self)
-        if status != "crashed":
+        if self.status != TxStatus.CRASHED:
             try:
                 self.session.release()
             except StoreUnavailable:

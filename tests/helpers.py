@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from percolator_ref.interceptors import Gate
+from percolator_ref.interceptors import Gate, attach
 from percolator_ref.model import data_col, lock_col, write_col
 
 
@@ -53,8 +53,7 @@ class PausedCommit:
         self.cluster, self.txn, self.step = cluster, txn, step
         self.reached, self.go = threading.Event(), threading.Event()
         self.result, self.error = None, None
-        self.interceptor = Gate(self._gate)
-        cluster.bigtable.interceptors.append(self.interceptor)
+        self.attachment = attach(cluster.bigtable, Gate(self._gate))
         self.thread = threading.Thread(target=self._run, args=(commit_kw,), daemon=True)
         self.thread.start()
         if not self.reached.wait(10):
@@ -74,7 +73,7 @@ class PausedCommit:
     def resume(self):
         self.go.set()
         self.thread.join(10)
-        self.cluster.bigtable.interceptors.remove(self.interceptor)
+        self.attachment.detach()
         if self.thread.is_alive():
             raise AssertionError("paused commit did not finish")
         if self.error is not None:

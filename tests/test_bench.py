@@ -4,7 +4,8 @@ import json
 import pytest
 
 from percolator_ref import bench
-from percolator_ref.cli import main
+from percolator_ref.commands import main
+from percolator_ref.interceptors import attach
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_without_conditional_mutations_each_check_and_write_costs_two_rpcs(store
 
 
 def test_separate_checks_gate_adds_one_read_rpc_per_check_and_write_step(store):
-    store.bigtable.interceptors.append(bench.SeparateChecks(store.bigtable))
+    attach(store.bigtable, bench.SeparateChecks(store.bigtable))
     c = bench.count_operation(store, "percolator_write")
     assert c["row_transactions"] == 4
     assert c["by_step"]["separate-read"] == 2

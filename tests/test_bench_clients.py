@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from percolator_ref import bench_clients
-from percolator_ref.cli import main
+from percolator_ref.bench import clients as bench_clients
+from percolator_ref.commands import main
 from percolator_ref.cluster import Cluster
-from percolator_ref.oracle import BatchingOracleClient
+from percolator_ref.services.oracle import BatchingOracleClient
 from redis_fixtures import require_redis
 
 pytestmark = pytest.mark.redis

@@ -2,7 +2,7 @@
 import pytest
 
 from percolator_ref import RowTransactionEvent
-from percolator_ref.interceptors import Gate
+from percolator_ref.interceptors import Gate, attach
 
 
 @pytest.fixture
@@ -106,13 +106,11 @@ def test_tracer_counts_and_emits_each_row_transaction(bt):
 def test_gate_is_called_before_each_row_transaction(bt):
     calls = []
     gate = Gate(lambda client, table, row, step: calls.append((client, table, row, step)))
-    bt.interceptors.append(gate)
-    try:
+    with attach(bt, gate):
         bt.write("t", "r", "x:data", "v", 1)
         with bt.row_transaction("t", "s", client="C", step="get"):
             pass
-    finally:
-        bt.interceptors.remove(gate)
+    assert gate not in bt.interceptors
     assert calls == [(None, "t", "r", "bigtable-write"), ("C", "t", "s", "get")]
 
 
@@ -137,3 +135,17 @@ def test_bad_raw_arguments_name_the_argument(bt, call, name):
     with pytest.raises((TypeError, ValueError), match=name):
         call(bt)
     assert bt.dump() == {}
+
+
+def test_attach_is_a_handle_and_a_context_manager_and_refuses_a_non_interceptor(bt):
+    first, second = Gate(lambda *a: None), Gate(lambda *a: None)
+    handle = attach(bt, first)
+    with attach(bt, second, first=True) as target:
+        assert target is bt and bt.interceptors == [second, first]
+    assert bt.interceptors == [first]
+    handle.detach()
+    handle.detach()                                   # idempotent
+    assert bt.interceptors == []
+    with pytest.raises(TypeError, match="an interceptor needs before"):
+        attach(bt, object())
+    assert bt.interceptors == []

@@ -23,7 +23,8 @@ MAX_CORE_LINES = 1000
 # client's session. Wiring (cluster.py), fault injection, interceptors, the worker
 # runtime, workloads and tools are outside this count.
 CORE = ["bigtable.py", "model.py", "step.py", "session.py", "rows.py", "transaction.py",
-        "cleanup.py", "oracle.py", "lockservice.py", "observers.py"]
+        "cleanup.py", "services/oracle.py", "services/lockservice.py",
+        "observers/notifications.py"]
 
 
 # Names that start with "_" but are public protocols of other libraries.
@@ -168,3 +169,173 @@ def test_the_readme_table_check_can_fail():
                      ("transaction", "prewrite_all")]
     assert missing_names(pairs) == ["transaction.py: Transaction._commit_primary",
                                     "transaction.py: prewrite_all"]
+
+
+# ---------------------------------------------------------------------------
+# The house's shape (issue 18): the top floor is the paper, no import cycles,
+# no import that runs back up
+# ---------------------------------------------------------------------------
+
+MAX_TOP_FLOOR_LINES = 1000
+
+# Lowest layer first: a module may import modules of its own layer and of the layers
+# below, never above. A module's layer is the entry naming its longest dotted prefix.
+LAYERS = [
+    ["errors", "checks", "model", "step", "services"],                 # vocabulary, services
+    ["trace", "interceptors", "stores", "bigtable", "rows", "faults"],   # Bigtable (stores/:
+    ["session", "cleanup", "transaction", "variants"],                 # URLs, raw operations)
+    ["observers", "stores.backend", "stores.redis_store", "stores.redis_services",
+     "stores.redis_codec", "checking"],                                # around the protocol
+    ["cluster", ""],                                   # the wiring and the package itself
+    ["workloads", "viz", "bench", "sim", "harness"],                   # what runs on it
+    ["grading"],
+    ["commands", "cli", "__main__"],                                   # the command line
+]
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """``percolator_ref/stores/raw.py`` -> ``"stores.raw"``; a package's ``__init__`` -> its name."""
+    parts = list(path.relative_to(package).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(package: Path = PACKAGE) -> dict:
+    """``{module: {module it imports, ...}}`` within ``package``, every import statement
+    (module level or inside a function). Importing ``a.b.c`` also runs the packages ``a``
+    and ``a.b``, except those the importing module is in (they are running already)."""
+    paths = sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts)
+    modules = {module_name(p, package): p for p in paths}
+    graph = {}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        own = name.split(".") if name else []
+        running = {".".join(own[:i]) for i in range(len(own) + 1)}     # "" = the top package
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for target in imported_modules(node, name, is_package, package.name, modules):
+                parts = target.split(".") if target else []
+                targets.add(target)
+                targets.update(".".join(parts[:i]) for i in range(1, len(parts))
+                               if ".".join(parts[:i]) not in running)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def imported_modules(node, name: str, is_package: bool, top: str, modules) -> list:
+    """The package-relative modules one import statement loads ("" = the package itself)."""
+    if isinstance(node, ast.Import):
+        return [a.name[len(top) + 1:] if a.name != top else "" for a in node.names
+                if a.name == top or a.name.startswith(top + ".")]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        here = name.split(".") if name else []
+        base = here if is_package else here[:-1]
+        base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+        base = ".".join(base + ([node.module] if node.module else []))
+    elif node.module == top or (node.module or "").startswith(top + "."):
+        base = node.module[len(top) + 1:] if node.module != top else ""
+    else:
+        return []
+    found = []
+    for alias in node.names:
+        sub = f"{base}.{alias.name}" if base else alias.name
+        found.append(sub if sub in modules else base)
+    return found
+
+
+def cycles(graph: dict) -> list:
+    """Strongly connected components of more than one module (sorted lists)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def layer(module: str) -> int:
+    best, level = -1, None
+    for i, names in enumerate(LAYERS):
+        for prefix in names:
+            if (module == prefix or module.startswith(prefix + ".") or prefix == "") \
+                    and len(prefix) > best:
+                best, level = len(prefix), i
+    return level
+
+
+def upward_imports(graph: dict) -> list:
+    """``(module, imported)`` pairs where a lower layer imports a higher one."""
+    return sorted((m, t) for m, targets in graph.items() for t in targets
+                  if layer(t) > layer(m))
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_no_import_runs_back_up():
+    assert upward_imports(import_graph()) == []
+
+
+def test_every_module_has_a_layer():
+    assert all(layer(m) is not None for m in import_graph())
+
+
+def test_the_import_checks_can_fail(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "stores").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text("def f():\n    from .checks import x\n")
+    (package / "checks.py").write_text("from .model import Cell\n")
+    (package / "stores" / "__init__.py").write_text("from ..harness import server\n")
+    (package / "harness").mkdir()
+    (package / "harness" / "__init__.py").write_text("")
+    (package / "harness" / "server.py").write_text("import pkg.stores.raw\n")
+    (package / "stores" / "raw.py").write_text("from pkg import model\n")
+    graph = import_graph(package)
+    assert graph["harness.server"] == {"stores", "stores.raw"}
+    assert graph["stores.raw"] == {"model"}
+    assert cycles(graph) == [["checks", "model"], ["harness.server", "stores"]]
+    assert ("stores", "harness") in upward_imports(graph)
+
+
+def top_floor_lines(package: Path = PACKAGE) -> dict:
+    return {p.name: code_lines(p) for p in sorted(package.glob("*.py"))}
+
+
+def test_the_top_floor_is_at_most_1000_code_lines():
+    sizes = top_floor_lines()
+    print(sizes, sum(sizes.values()))
+    assert sum(sizes.values()) <= MAX_TOP_FLOOR_LINES, sizes
+
+
+def test_the_top_floor_count_can_fail(tmp_path):
+    (tmp_path / "a.py").write_text('"""doc\nstring"""\n# comment\n\nx = 1\n' + "y = 2\n" * 1000)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.py").write_text("z = 3\n" * 50)          # not on the top floor
+    assert top_floor_lines(tmp_path) == {"a.py": 1001}
+    assert sum(top_floor_lines(tmp_path).values()) > MAX_TOP_FLOOR_LINES

@@ -15,7 +15,7 @@ from math import comb
 import pytest
 
 from percolator_ref import ClientCrash
-from percolator_ref.interceptors import Gate
+from percolator_ref.interceptors import Gate, attach
 from percolator_ref.workloads.bank import check_invariants
 
 from helpers import all_locks, cell_state, fresh_view
@@ -176,15 +176,14 @@ def run_schedule(make_cluster, writes, crashes, prefix):
         finally:
             sched.finished(t.client)
 
-    gate = Gate(sched.gate)
-    cluster.bigtable.interceptors.append(gate)
+    gate = attach(cluster.bigtable, Gate(sched.gate))
     threads = [threading.Thread(target=body, args=(i, t), daemon=True) for i, t in enumerate(txns)]
     for th in threads:
         th.start()
     sched.drive()
     for th in threads:
         th.join(10)
-    cluster.bigtable.interceptors.remove(gate)
+    gate.detach()
     return sched, txns, outcomes, cluster
 
 

@@ -1,7 +1,7 @@
 """``percolator demo transfer|crash`` print the stepper's frames as text."""
 import pytest
 
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 
 
 def test_demo_transfer_prints_every_frame_of_figure4(capsys):

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from percolator_ref.model import Write
 from percolator_ref.workloads import failover
 from redis_fixtures import require_redis

@@ -10,6 +10,7 @@ import pytest
 
 from percolator_ref import (CommitOutcomeUnknown, Step, StoreUnavailable, TransactionClosed)
 from percolator_ref.model import MAX_TIMESTAMP
+from percolator_ref.interceptors import attach
 
 from helpers import all_locks, fresh_view
 
@@ -38,7 +39,7 @@ def transfer(c, fault):
     t = c.begin()
     t.set("Bob", "bal", 3)
     t.set("Joe", "bal", 9)
-    t.session.interceptors.append(fault)
+    attach(t.session, fault)
     return t
 
 
@@ -142,3 +143,15 @@ def test_an_exhausted_oracle_aborts_before_the_commit_point_and_leaves_no_lock(m
     assert all_locks(c) == []
     with pytest.raises(StoreUnavailable, match="MAX_TIMESTAMP"):
         c.begin()
+
+
+def test_status_and_phase_are_enums_that_still_compare_as_strings():
+    from percolator_ref import Cluster, CommitPhase, ManualClock, TxStatus
+    cluster = Cluster(clock=ManualClock())
+    t = cluster.begin()
+    assert t.status is TxStatus.OPEN and t.phase is CommitPhase.PREWRITE
+    t.set("a", "v", 1)
+    assert t.commit()
+    assert t.status is TxStatus.COMMITTED and t.status == "committed"     # notebooks compare strings
+    assert t.phase is CommitPhase.SECONDARIES and t.phase == "secondaries"
+    assert cluster.history.records[-1].status is TxStatus.COMMITTED

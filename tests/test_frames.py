@@ -1,4 +1,4 @@
-"""percolator_ref.frames: the evidence tables (pandas) that notebooks 01-03 show.
+"""percolator_ref.viz.frames: the evidence tables (pandas) that notebooks 01-03 show.
 
 Each frame is checked against the source it tabulates: the history records,
 the tracer's own counts, the Hermitage results and a crash-by-crash replay.
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from percolator_ref import Cluster, ManualClock
-from percolator_ref import frames
+from percolator_ref.viz import frames
 from percolator_ref.viz import figure4_setup, figure4_stepper, two_transfers_stepper
 from percolator_ref.workloads import hermitage
 from test_code_shape import CORE
@@ -239,10 +239,10 @@ def pandas_importers(paths) -> list:
 
 def test_no_core_protocol_module_imports_pandas_but_frames_does():
     package = ROOT / "percolator_ref"
-    protocol = CORE + ["cluster.py", "faults.py", "interceptors.py", "trace.py", "checker.py",
-                       "clock.py", "errors.py"]
+    protocol = CORE + ["cluster.py", "faults.py", "interceptors.py", "trace.py", "checking/checker.py",
+                       "services/clock.py", "errors.py"]
     assert pandas_importers(package / name for name in protocol) == []
-    assert pandas_importers([package / "frames.py"]) == ["frames.py"]
+    assert pandas_importers([package / "viz" / "frames.py"]) == ["frames.py"]
 
 
 def test_two_transfers_trace_counts_match_after_a_conflict():

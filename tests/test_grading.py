@@ -187,7 +187,7 @@ def test_csv_has_student_a_column_per_check_and_a_total(two_grades, tmp_path):
     rows = list(csv.reader((tmp_path / "scores.csv").open()))
     checks = [c.name for c in grading.exercise(5).exercise.checks]
     assert rows[0] == ["student", "notebook", "exercise"] + checks + \
-        ["checks_passed", "checks_total", "score", "problems"]
+        ["checks_passed", "checks_total", "score", "problems", "submission", "counted", "flags"]
     n = len(checks)
     assert rows[1][0] == "Alice A." and rows[1][3:3 + n] == ["1"] * n and \
         rows[1][3 + n:6 + n] == [str(n), str(n), "1.000"]

@@ -171,7 +171,7 @@ class Oracle(TimestampOracle):
     pass
 ''',
         "aliases the reference": '''
-from percolator_ref.oracle import TimestampOracle as Oracle
+from percolator_ref.services.oracle import TimestampOracle as Oracle
 ''',
         "aliases the reference's methods": '''
 from percolator_ref import TimestampOracle
@@ -208,7 +208,7 @@ class Oracle:
 ''',
         "digs the reference back out": '''
 import gc, importlib, types
-import percolator_ref.oracle as reference
+import percolator_ref.services.oracle as reference
 try:
     importlib.reload(reference)
 except Exception:
@@ -411,7 +411,7 @@ class Mine(TimestampOracle):
         return 42
 
 
-hide(["percolator_ref.oracle:TimestampOracle.get_timestamp",
+hide(["percolator_ref.services.oracle:TimestampOracle.get_timestamp",
       "percolator_ref.cleanup:backoff_and_maybe_cleanup_lock"])
 assert Mine(None).get_timestamp() == 42                     # the student's override still runs
 for call in (lambda: TimestampOracle(None).get_timestamp(),
@@ -422,7 +422,7 @@ for call in (lambda: TimestampOracle(None).get_timestamp(),
         print("hidden:", exc)
     else:
         raise SystemExit("the reference still runs")
-hide(["percolator_ref.oracle:TimestampOracle"])
+hide(["percolator_ref.services.oracle:TimestampOracle"])
 try:
     TimestampOracle(None)
 except ReferenceHidden as exc:

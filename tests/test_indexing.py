@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from percolator_ref import Cluster, ManualClock, WallClock
-from percolator_ref.worker import Worker, wait_until_quiet
+from percolator_ref.observers.worker import Worker, wait_until_quiet
 from percolator_ref.workloads import indexing as ix
 
 

@@ -1,8 +1,11 @@
 """The lock service: liveness tokens with a TTL on the cluster clock, and named locks."""
+import math
+
 import pytest
 
-from percolator_ref import ClientCrash, LockService, ManualClock
-from percolator_ref.interceptors import Gate
+from percolator_ref import ClientCrash, Cluster, LockService, ManualClock
+from percolator_ref.interceptors import Gate, attach
+from percolator_ref.services.lockservice import MAX_TTL
 
 
 def service(ttl=1.0):
@@ -80,13 +83,12 @@ def test_transactions_own_their_tokens(make_cluster):
     assert t.get("x", "c") is None
     assert cluster.lockservice.status(t.client) == "gone"     # no token before it writes
     seen = []
-    cluster.bigtable.interceptors.append(
-        Gate(lambda client, table, row, step: seen.append(cluster.lockservice.status(client))))
-    t.set("x", "c", 1)
-    assert t.commit()
+    with attach(cluster.bigtable, Gate(
+            lambda client, table, row, step: seen.append(cluster.lockservice.status(client)))):
+        t.set("x", "c", 1)
+        assert t.commit()
     assert seen == ["alive", "alive"]                           # held from its first prewrite
     assert cluster.lockservice.status(t.client) == "gone"     # released at the end
-    cluster.bigtable.interceptors.clear()
     t = cluster.begin()
     t.set("x", "c", 2)
     with pytest.raises(ClientCrash):
@@ -121,7 +123,7 @@ def test_each_writing_row_transaction_of_a_transaction_heartbeats(make_cluster):
         if client == t.client:
             cluster.clock.advance(4.0)      # 4 s pass before each of its row transactions
             ages.append(cluster.lockservice.is_alive(client))
-    cluster.bigtable.interceptors.append(Gate(slow_network))
+    attach(cluster.bigtable, Gate(slow_network))
     assert t.commit()                       # 4 steps, 16 s: each refreshed the token
     assert ages == [True, True, True, True]   # registered at the first prewrite, then heartbeats
 
@@ -134,3 +136,48 @@ def test_workers_share_a_token(make_cluster):
     t1.set("x", "c", 1)
     assert t1.commit()
     assert cluster.lockservice.status("worker-1") == "alive"  # not released by a transaction
+
+
+# ---------------------------------------------------------------------------
+# The TTL is finite, > 0 and at most MAX_TTL (was test_lockservice_ttl.py).
+#
+# ``lock_ttl`` must be a finite number of seconds, > 0 and at most MAX_TTL, on every store.
+#
+# A NaN TTL used to be accepted: every ``age <= ttl`` is then false, so every
+# client counted as dead at once and any reader rolled back live transactions.
+# An infinite or huge TTL failed later, at a commit on Redis (a key expiry out
+# of range). Zero, negatives and non-numbers were already refused
+# (tests/test_lockservice.py::test_bad_ttl).
+# ---------------------------------------------------------------------------
+
+NEWLY_REFUSED = [math.nan, -math.nan, math.inf, MAX_TTL * 2, 1e15, 1e300, 10 ** 400]
+NEWLY_REFUSED_IDS = ["nan", "-nan", "inf", "2*MAX_TTL", "1e15", "1e300", "10**400"]
+
+
+@pytest.mark.parametrize("ttl", NEWLY_REFUSED, ids=NEWLY_REFUSED_IDS)
+def test_lockservice_refuses_a_ttl_that_is_not_finite_or_too_large(ttl):
+    with pytest.raises(ValueError, match="lock_ttl") as caught:
+        LockService(ManualClock(), ttl)
+    assert "finite" in str(caught.value) or "bits" in str(caught.value)
+
+
+@pytest.mark.parametrize("ttl", [math.nan, math.inf, MAX_TTL * 2], ids=repr)
+def test_cluster_refuses_a_bad_lock_ttl(ttl):
+    with pytest.raises(ValueError, match="lock_ttl"):
+        Cluster(clock=ManualClock(), lock_ttl=ttl)
+
+
+@pytest.mark.parametrize("ttl", [math.nan, math.inf, MAX_TTL * 2], ids=repr)
+def test_cluster_refuses_a_bad_lock_ttl_on_redis(redis_url, ttl):
+    with pytest.raises(ValueError, match="lock_ttl"):
+        Cluster(backend=redis_url, clock=ManualClock(), lock_ttl=ttl)
+
+
+def test_redis_takes_the_largest_ttl_and_refuses_one_it_cannot_hold(redis_url):
+    cluster = Cluster(backend=redis_url, clock=ManualClock(), lock_ttl=MAX_TTL)
+    t = cluster.begin()
+    t.set("r", "c", 1)
+    assert t.commit() and cluster.lock_ttl == MAX_TTL
+    # 1e15 s used to be accepted here and to fail at the commit with a raw ResponseError
+    with pytest.raises(ValueError, match="lock_ttl"):
+        Cluster(backend=redis_url, clock=ManualClock(), lock_ttl=1e15)

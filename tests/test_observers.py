@@ -6,7 +6,7 @@ import pytest
 
 from percolator_ref import ClientCrash, ObserverLoopError, WallClock
 from percolator_ref.observers import clear_notification, process_notification, run_observer
-from percolator_ref.worker import Worker, wait_until_quiet
+from percolator_ref.observers.worker import Worker, wait_until_quiet
 
 
 def write(cluster, row, column, value, table="default"):

@@ -256,7 +256,7 @@ def test_the_scan_covers_the_kit():
         assert required in names, required
     # the scan really reads each kind of source: known citations are found
     assert ("figure", "4") in {(k, n) for k, n, _, _ in cited(ROOT / "notebooks" / "02_transfer_example.ipynb")}
-    assert ("section", "2.3") in {(k, n) for k, n, _, _ in cited(ROOT / "percolator_ref" / "oracle.py")}
+    assert ("section", "2.3") in {(k, n) for k, n, _, _ in cited(ROOT / "percolator_ref" / "services" / "oracle.py")}
     assert ("figure", "8") in {(k, n) for k, n, _, _ in cited(ROOT / "README.md")}
 
 

@@ -19,7 +19,7 @@ from percolator_ref.bigtable import Condition
 from percolator_ref.stores import url_with
 from percolator_ref.stores.redis_store import RedisBigtable
 from percolator_ref.harness.crash import kill_mid_commit
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from redis_fixtures import require_redis
 
 pytestmark = pytest.mark.redis

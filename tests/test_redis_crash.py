@@ -25,7 +25,7 @@ from percolator_ref import (ClientCrash, Cluster, ManualClock, StoreUnavailable,
 from percolator_ref.step import CRASH_POINTS
 from percolator_ref.viz import figure4_setup
 from percolator_ref.harness.crash import freeze_after, kill_mid_commit
-from percolator_ref.interceptors import attached
+from percolator_ref.interceptors import attach
 from percolator_ref.harness.multiprocess import load_history, start_worker
 from percolator_ref.harness.redis_server import LocalRedisServer
 from percolator_ref.workloads import bank
@@ -177,7 +177,7 @@ def test_server_gone_mid_commit_then_retry_after_restart():
                 if rt.step == "prewrite-secondary":
                     server.kill()
 
-        with attached(cluster.bigtable, KillServer()):
+        with attach(cluster.bigtable, KillServer()):
             assert t.commit() is False                 # before the commit point: aborted
         with pytest.raises(TransactionClosed):
             t.commit()

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from percolator_ref.sim import calibration
 from percolator_ref.sim.engine import Resource, Simulator
 

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from percolator_ref import Cluster, Lock
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from percolator_ref.model import Cell, ack_col, lock_col, write_col
 from percolator_ref.workloads.soak import (LEDGER, TOUCH, Soak, SoakReport, audit,
                                            register_observers, run_soak, settle)

@@ -11,12 +11,13 @@ import pytest
 from percolator_ref import CommitOutcomeUnknown, TransactionClosed
 from percolator_ref.faults import StoreFailsAt
 from percolator_ref.viz import figure4_setup
+from percolator_ref.interceptors import attach
 
 
 def transfer_cluster(make_cluster, fault):
     cluster = make_cluster(first_timestamp=5)
     figure4_setup(cluster)                    # Bob 10, Joe 2 (start 5, commit 6)
-    cluster.bigtable.interceptors.append(fault)
+    attach(cluster.bigtable, fault)
     t = cluster.begin()                       # start 7
     t.set("Bob", "bal", 3)
     t.set("Joe", "bal", 9)

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from percolator_ref import Cluster, ManualClock
-from percolator_ref.cli import main
+from percolator_ref.commands import main
 from percolator_ref.workloads import tpce
 
 
@@ -144,12 +144,12 @@ def test_tpce_json_keys(capsys):
 
 def rows_per_trade(aggregation):
     """Row transactions of the aggregation per Trade-Result, and its runs, in a fixed run."""
-    from percolator_ref.interceptors import Counter, attached
+    from percolator_ref.interceptors import Counter, attach
     cluster, w = small(broker_fix=True, aggregation=aggregation)
     counter, aggregate = Counter(), w.aggregate
 
     def counted(*args, **kwargs):
-        with attached(cluster.bigtable, counter):
+        with attach(cluster.bigtable, counter):
             aggregate(*args, **kwargs)
     w.aggregate = counted
     w.run_rounds(clients=6, rounds=60)

@@ -45,8 +45,9 @@ def register(subparsers) -> None:
 
 def run_clients(args) -> int:
     """``--clients N``: Figure 8 with N client processes on a Redis store."""
-    from .. import bench_clients
-    from ..stores import backend_url, is_redis
+    from ..bench import clients as bench_clients
+    from ..stores import is_redis
+    from . import backend_url
     from ..errors import StoreUnavailable
     try:
         if not is_redis(args.backend):
@@ -78,7 +79,8 @@ def run(args) -> int:
     if args.clients is not None:
         return run_clients(args)
     from .. import bench
-    from ..stores import backend_url, is_redis
+    from ..stores import is_redis
+    from . import backend_url
     from ..errors import StoreUnavailable
     redis = is_redis(args.backend)
     ops = args.ops or ((500 if args.quick else 3000) if redis else (2000 if args.quick else 20000))

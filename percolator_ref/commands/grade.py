@@ -14,7 +14,16 @@ def register(subparsers) -> None:
                     "sandboxed process with time and memory limits, and the checks' verdicts "
                     "are computed outside it. Prints a per-check report; exit status 1 when "
                     "any notebook did not pass every check.")
-    p.add_argument("path", help="a notebook, or a folder of submissions (searched recursively)")
+    p.add_argument("path", nargs="?",
+                   help="a notebook, a .zip, or a folder of submissions: each top-level "
+                        "sub-folder, .zip or notebook in it is one student's submission, in which "
+                        "only one notebook per exercise counts")
+    p.add_argument("--exercise", type=int, metavar="N", default=None,
+                   help="grade the assignment of exercise N: a notebook for another exercise "
+                        "scores 0, with the reason")
+    p.add_argument("--gradescope-autograder", metavar="OUT.zip", default=None,
+                   help="write a complete Gradescope autograder for --exercise N (setup.sh, "
+                        "run_autograder, the kit, pinned requirements) instead of grading")
     p.add_argument("--csv", metavar="FILE", help="write one row per notebook: student, one "
                    "column per check, total")
     p.add_argument("--gradescope", metavar="FILE",
@@ -35,27 +44,44 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _paths(path: Path):
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    return [path] if path.is_file() else None
+def _autograder(args) -> int:
+    from percolator_ref.grading import MODULES
+    from percolator_ref.grading.gradescope import build_autograder
+    if args.exercise not in MODULES:
+        print(f"percolator grade: --gradescope-autograder needs --exercise N, N one of "
+              f"{sorted(MODULES)}; got {args.exercise}", file=sys.stderr)
+        return 2
+    out = build_autograder(args.gradescope_autograder, args.exercise)
+    print(f"wrote {out} (Gradescope autograder for exercise {args.exercise})")
+    return 0
+
+
+def _check_args(args):
+    """The first problem with the arguments, or None."""
+    from percolator_ref.grading import MODULES
+    if args.path is None:
+        return "give a PATH to grade (or --gradescope-autograder OUT.zip)"
+    if not Path(args.path).exists():
+        return f"path {args.path!r} does not exist"
+    if args.exercise is not None and args.exercise not in MODULES:
+        return f"--exercise must be one of {sorted(MODULES)}, got {args.exercise}"
+    if args.jobs < 1:
+        return f"-j/--jobs must be at least 1, got {args.jobs}"
+    return None
 
 
 def run(args) -> int:
     from tqdm import tqdm
 
-    from percolator_ref.grading.grader import EXERCISES, Limits, grade_all, write_csv
+    from percolator_ref.grading.grader import EXERCISES, Limits
+    from percolator_ref.grading.submissions import grade_submissions
+    if args.gradescope_autograder:
+        return _autograder(args)
+    problem = _check_args(args)
+    if problem:
+        print(f"percolator grade: {problem}", file=sys.stderr)
+        return 2
     path = Path(args.path)
-    paths = _paths(path)
-    if paths is None:
-        print(f"percolator grade: path {str(path)!r} does not exist", file=sys.stderr)
-        return 2
-    if not paths:
-        print(f"percolator grade: no notebooks under {path}", file=sys.stderr)
-        return 2
-    if args.jobs < 1:
-        print(f"percolator grade: -j/--jobs must be at least 1, got {args.jobs}", file=sys.stderr)
-        return 2
     try:
         limits = Limits(timeout=args.timeout, scenario_timeout=args.scenario_timeout,
                         memory_mb=args.memory)
@@ -66,32 +92,37 @@ def run(args) -> int:
     if not exercises.is_dir():
         print(f"percolator grade: --exercises {str(exercises)!r} is not a folder", file=sys.stderr)
         return 2
-    with tqdm(total=len(paths), desc="grading", unit="notebook", file=sys.stderr,
-              disable=len(paths) == 1) as bar:
-        grades = grade_all(paths, exercises, limits, jobs=args.jobs,
-                           folder=path if path.is_dir() else None, progress=bar)
+    with tqdm(desc="grading", unit="notebook", file=sys.stderr, disable=not path.is_dir()) as bar:
+        grades = grade_submissions(path, exercises, limits, jobs=args.jobs, only=args.exercise,
+                                   progress=bar)
+    if not grades:
+        print(f"percolator grade: no notebooks under {path}", file=sys.stderr)
+        return 2
+    return _report(args, grades)
+
+
+def _report(args, grades) -> int:
+    """Print every grade, write the CSV / results.json asked for; the exit status."""
+    from percolator_ref.grading.grader import gradescope, write_csv
     for g in grades:
         print(g.summary())
     if args.csv:
         write_csv(grades, args.csv)
         print(f"wrote {args.csv} ({len(grades)} notebooks)")
+    if args.gradescope:
+        Path(args.gradescope).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
+        print(f"wrote {args.gradescope} (Gradescope results)")
     write_counterexamples(grades, args.counterexamples)
-    write_gradescope(grades, args.gradescope)
+    counted = [g for g in grades if g.counted]
     if len(grades) > 1:
-        print(f"{sum(g.passed for g in grades)}/{len(grades)} notebooks passed")
-    return 0 if all(g.passed for g in grades) else 1
-
-
-def write_gradescope(grades, path) -> None:
-    """Gradescope's results.json (``path``: None, nothing)."""
-    from percolator_ref.grading.grader import gradescope
-    if path:
-        Path(path).write_text(json.dumps(gradescope(grades), indent=2) + "\n")
-        print(f"wrote {path} (Gradescope results)")
+        print(f"{sum(g.passed for g in counted)}/{len(counted)} notebooks passed"
+              + (f" ({len(grades) - len(counted)} not counted)" if len(counted) < len(grades) else ""))
+    return 0 if all(g.passed for g in counted) and not any(g.flags for g in grades) else 1
 
 
 def write_counterexamples(grades, folder) -> int:
-    """One JSON file per failing check that found a failing schedule (``folder``: None, none)."""
+    """One JSON file per failing check that found a failing schedule (``folder``: None, none);
+    step through one with ``percolator replay FILE``."""
     from percolator_ref.grading.replay import save
     if not folder:
         return 0

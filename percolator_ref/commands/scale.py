@@ -28,6 +28,11 @@ def register(subparsers) -> None:
                    help="Trade-Result updates the broker's row (the hotspot)")
     p.add_argument("--no-oracle-batching", action="store_true",
                    help="one oracle request per timestamp (no batching per worker)")
+    p.add_argument("--truetime", type=int, default=None, metavar="EPSILON_US",
+                   help="no oracle: each machine's timestamps from its own simulated TrueTime "
+                        "with this uncertainty in microseconds (Spanner's is 7000), with commit "
+                        "wait and reads at a safe time (notebook 10); try --warmup 0.2 "
+                        "--measure 0.1, as each transaction then waits milliseconds")
     p.add_argument("--calibration", metavar="FILE", default=None,
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
@@ -91,8 +96,11 @@ def settings_of(args):
                 raise ValueError(f"--{name} must be > 0 simulated seconds, got {value}")
             kw[f"{name}_s"] = value
     kw.update({name: getattr(args, name) for name in INT_SETTINGS})
+    if args.truetime is not None and args.truetime < 0:
+        raise ValueError(f"--truetime must be >= 0 microseconds, got {args.truetime}")
     return ScaleSettings(broker_fix=not args.no_broker_fix,
-                         oracle_batching=not args.no_oracle_batching, seed=args.seed, **kw)
+                         oracle_batching=not args.no_oracle_batching, seed=args.seed,
+                         truetime_epsilon_us=args.truetime, **kw)
 
 
 def calibration_of(args, progress: bool):

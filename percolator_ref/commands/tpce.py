@@ -66,7 +66,8 @@ def _run_on(url, args, config) -> tuple:
 
 
 def run(args) -> int:
-    from ..stores import backend_url, is_redis
+    from ..stores import is_redis
+    from . import backend_url
     from ..errors import StoreUnavailable
     from ..workloads import tpce
     try:
@@ -116,7 +117,7 @@ def _report(result: dict, violations: list, as_json: bool) -> None:
 
 
 def _flush(url: str) -> None:
-    from ..stores import open_backend
-    store = open_backend(url)
+    from ..stores.backend import open_backend
+    store = open_backend(url).bigtable
     store.flush()
     store.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..interceptors import Gate
+from ..interceptors import Gate, attach
 
 ROW_TRANSACTION_BUDGET = 400
 
@@ -75,5 +75,5 @@ def guard(cluster, budget: int = ROW_TRANSACTION_BUDGET):
         count[0] += 1
         if count[0] > budget:
             raise BudgetExceeded(f"more than {budget} row transactions (an endless retry loop?)")
-    cluster.bigtable.interceptors.append(Gate(gate))
+    attach(cluster.bigtable, Gate(gate))
     return cluster

@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from sortedcontainers import SortedDict
 
 from percolator_ref.bigtable import RowTransaction
+from percolator_ref.cleanup import Cleanup
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
 from percolator_ref.raw import RawCellOperations
@@ -120,9 +121,16 @@ class ProxyObservers:
 
 
 class ProxyCluster:
-    """What a client may use: the cluster's services, each reached by message."""
+    """What a client may use: the cluster's services, each reached by message.
+
+    The protocol's classes are the paper's (``Transaction``, ``Cleanup``): the
+    world runs no protocol variant.
+    """
 
     history = None
+    Transaction = Transaction
+    Cleanup = Cleanup
+    variants = ()
 
     def __init__(self, request: Callable, ttl: float):
         self.bigtable = ProxyStore(request)

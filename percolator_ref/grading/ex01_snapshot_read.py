@@ -17,6 +17,7 @@ per-run secret; which schedules run does not.
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.step import Step
 
@@ -213,7 +214,7 @@ def _lock_below(trial, p):
     reader = _reader(w, p["s_r"])
     finish = Once(lambda rt: rt.client == reader.label,
                   lambda rt: w.commit_point(values, p["s_w"], p["c_w"]))
-    w.cluster.bigtable.interceptors.append(finish)   # W commits right after your first read
+    attach(w.cluster.bigtable, finish)   # W commits right after your first read
     _reads(reader, _get(w, reader), p["v1"],
            f"Bob.bal holds a lock at {p['s_w']}, at or below your start_ts {p['s_r']}: its "
            f"transaction may commit below your snapshot (here at {p['c_w']}), so Get must wait "
@@ -364,7 +365,7 @@ def _transfer(label: str, bob, joe, crashable: bool = True) -> Participant:
 
 
 @exercise.check("every interleaving of your reader with a transfer, and the transfer's crash",
-                params=_family_p, limit=20.0)
+                params=_family_p, limit=60.0)
 def _race_transfer(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -374,7 +375,7 @@ def _race_transfer(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a rolled-back transfer whose cells "
-                "are then reused", params=_family_p, limit=30.0)
+                "are then reused", params=_family_p, limit=60.0)
 def _race_reuse(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -388,7 +389,7 @@ def _race_reuse(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a transfer run by the same worker "
-                "(one client name, one liveness token)", params=_family_p, limit=20.0)
+                "(one client name, one liveness token)", params=_family_p, limit=60.0)
 def _race_same_worker(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
@@ -401,7 +402,7 @@ def _race_same_worker(trial, p):
 
 
 @exercise.check("every interleaving of your reader with a transfer that deletes a cell, and its "
-                "crash", params=_family_p, limit=20.0)
+                "crash", params=_family_p, limit=60.0)
 def _race_delete(trial, p):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),

@@ -16,6 +16,7 @@ and balances come from the per-run secret; which schedules run does not.
 """
 from __future__ import annotations
 
+from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
 from .framework import Exercise, outcome, require
@@ -313,9 +314,8 @@ def _atomic(trial, p):
         if not w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal")):
             w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
     hook = Once(lambda rt: rt.client == t.label and rt.row == "Bob", squeeze_in)
-    w.cluster.bigtable.interceptors.append(hook)
-    commit = w.call(t, "commit")
-    w.cluster.bigtable.interceptors.remove(hook)
+    with attach(w.cluster.bigtable, hook):
+        commit = w.call(t, "commit")
     _atomic_ok(_observe(w, t, commit=commit), p)
 
 
@@ -370,12 +370,12 @@ def _family(p, client=None):
 
 
 @exercise.check("every interleaving of two of your transfers over the same cells, and a crash "
-                "of either", params=_family_p, limit=30.0)
+                "of either", params=_family_p, limit=60.0)
 def _race_two(trial, p):
     trial.explore(_family(p), _judge_writers(p), ttl=FAMILY_TTL)
 
 
 @exercise.check("every interleaving of two of your transfers run by one worker (one client "
-                "name, one liveness token)", params=_family_p, limit=30.0)
+                "name, one liveness token)", params=_family_p, limit=60.0)
 def _race_same_worker(trial, p):
     trial.explore(_family(p, "worker"), _judge_writers(p), ttl=FAMILY_TTL, crashes=0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from percolator_ref import Transaction
 from percolator_ref.faults import StoreFailsAt
+from percolator_ref.interceptors import Attachment, attach
 from percolator_ref.step import PREWRITE_STEPS, Step
 
 from .framework import Exercise, outcome, plain, require
@@ -101,12 +102,11 @@ def _writes_record(rt) -> bool:
     return any(column.endswith(":write") and value is not None for column, _, value in rt.mutations)
 
 
-def _crash_after_first_write_record(w, t, row=None) -> Once:
+def _crash_after_first_write_record(w, t, row=None) -> Attachment:
     """The client dies right after its first row transaction that writes a write record."""
     hook = Once(lambda rt: rt.client == t.label and _writes_record(rt)
                 and (row is None or rt.row == row), lambda rt: w.doom(t))
-    w.cluster.bigtable.interceptors.append(hook)
-    return hook
+    return attach(w.cluster.bigtable, hook)
 
 
 def _commit_ts(obs, p) -> int:
@@ -159,7 +159,7 @@ def _ts_after_locks(trial, p):
         r.abandon()
     hook = Once(lambda rt: rt.client == t.label and rt.step in PREWRITE_STEPS and rt.row == "Joe",
                 reader_reads_joe, at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     _ts_after_locks_ok(dict(seen, commit=w.call(t, "commit"), commit_ts=_commit_ts_of(t), fired=hook.fired), p)
 
 
@@ -184,10 +184,11 @@ def _primary_first(trial, p):
     w, t = _transfer(trial, p)
     first = []
     hook = _crash_after_first_write_record(w, t)
-    w.cluster.bigtable.interceptors.insert(0, Once(
-        lambda rt: rt.client == t.label and _writes_record(rt), lambda rt: first.append(rt.row)))
+    attach(w.cluster.bigtable, Once(
+        lambda rt: rt.client == t.label and _writes_record(rt), lambda rt: first.append(rt.row)),
+        first=True)
     commit = w.call(t, "commit")
-    w.cluster.bigtable.interceptors.remove(hook)
+    hook.detach()
     _primary_first_ok({"commit": commit, "first": first, "bob": w.read("Bob", "bal"),
             "joe": w.read("Joe", "bal")}, p)
 
@@ -218,7 +219,7 @@ def _lock_gone(trial, p):
         w.read("Bob", "bal")
     hook = Once(lambda rt: rt.client == t.label and rt.step == Step.COMMIT_PRIMARY, cleaner,
                 at="before")
-    w.cluster.bigtable.interceptors.append(hook)
+    attach(w.cluster.bigtable, hook)
     commit = w.call(t, "commit")
     _lock_gone_ok({"fired": hook.fired, "commit": commit, "commit_ts": _attribute(w, t),
             "cells": w.cells()}, p)
@@ -295,7 +296,7 @@ def _notifications(trial, p):
     w.call(t, "notify", "Ann", "mail", table="inbox")
     hook = _crash_after_first_write_record(w, t, row="Bob")
     commit = w.call(t, "commit")
-    w.cluster.bigtable.interceptors.remove(hook)
+    hook.detach()
     _notifications_ok({"commit": commit, "commit_ts": _commit_ts_of(t), "cells": w.cells()}, p)
 
 
@@ -319,7 +320,7 @@ def _store_fails(trial, p):
     for key, step, applied in (("after", Step.COMMIT_SECONDARY, False),
                                ("during", Step.COMMIT_PRIMARY, True)):
         w, t = _transfer(trial, p)
-        w.cluster.bigtable.interceptors.append(StoreFailsAt(step, applied=applied, client=t.label))
+        attach(w.cluster.bigtable, StoreFailsAt(step, applied=applied, client=t.label))
         out[key] = w.call(t, "commit")
         out[key + "_cells"] = w.cells()
         out[key + "_joe"] = w.read("Joe", "bal")
@@ -373,7 +374,7 @@ def _start(w, p):
 
 
 @exercise.check("every interleaving of your transfer with a reader, and your transfer's crash",
-                params=_family_p, limit=30.0)
+                params=_family_p, limit=60.0)
 def _race_reader(trial, p):
     def family(w):
         _start(w, p)
@@ -383,7 +384,7 @@ def _race_reader(trial, p):
 
 
 @exercise.check("every interleaving of your transfer with a reader that may roll it back and a "
-                "later transfer reusing the cells", params=_family_p, limit=30.0)
+                "later transfer reusing the cells", params=_family_p, limit=120.0)
 def _race_reuse(trial, p):
     def family(w):
         _start(w, p)

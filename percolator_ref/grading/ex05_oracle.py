@@ -32,7 +32,7 @@ from .vdisk import MUTATIONS, ROOT, Disk, serving
 exercise = Exercise(
     5, "timestamp oracle: ranges and a persisted high-water mark",
     answer="Oracle", graded={"Oracle": ("__init__", "get_timestamp")},
-    hidden=("percolator_ref.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
+    hidden=("percolator_ref.services.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
 
 STATE = ROOT + "/oracle.state"
 NAME = "oracle.state"

@@ -1,7 +1,37 @@
-"""Checks that student code cannot reach: scenarios in a sandbox, verdicts in the grader.
+"""Checks that student code cannot reach: the grader owns the world, the student's code is a client.
 
-How to write (or convert) an exercise
-=====================================
+Two kinds of check
+==================
+
+- **Trusted checks** (exercises 1-4; the way to write new ones):
+  ``@exercise.check(title, params=..., limit=seconds)`` registers ``fn(trial, p)``,
+  which runs in the grader. ``trial.world()`` is a
+  :class:`~.trusted.TrustedWorld`: the grader's own cluster (Bigtable, oracle,
+  lock service, manual clock) whose past the check writes cell by cell
+  (``w.committed``, ``w.locked``, ``w.commit_point``, ``w.crash``). The
+  student's code runs elsewhere as a *client* built by a *role*
+  (``@exercise.role(name)``: ``fn(answer, cluster, *args)``, run where the
+  client runs, on a proxy cluster): ``c = w.client(role, *args)`` spawns one and
+  serves it until it answers, ``w.call(c, method, *args)`` runs one of its
+  methods. Every row transaction, timestamp and lock-service call of a client
+  is a message (:mod:`.channel`) that the world executes and records
+  (``c.timestamps``, ``c.seen``, ``c.answers``, ``w.log``, the cells). The
+  check judges only that record and the clients' answers, with
+  :func:`require`; the title is written once. ``trial.explore(family, judge)``
+  runs every schedule of a family of :class:`~.trusted.Participant` s within
+  the bounds of :mod:`.schedules` (crashes included) and raises the shortest
+  failing one as a counterexample (:mod:`.replay`). The notebook's check cell
+  runs the same checks and schedules in-process (:mod:`.interactive`: a
+  self-check); ``percolator grade`` runs the clients in the sandbox
+  (:mod:`.sandbox`) and the world in the grader (:func:`.grader.grade_interactive`).
+  A check has its own time limit; a check past it fails alone.
+- **Scenario checks** (the older form, exercises 5-8 until converted): a
+  scenario runs in the sandbox and returns observations, a verdict judges them
+  in the grader. Described below; the observations come from the process that
+  runs the student's code, so convert these to trusted checks.
+
+How to write (or convert) a scenario exercise
+=============================================
 
 An exercise module ``percolator_ref/grading/exNN_<name>.py`` defines one
 :class:`Exercise` called ``exercise``; :data:`percolator_ref.grading.MODULES`
@@ -13,7 +43,7 @@ maps ``NN`` to the module. Everything else is found from that object.
            5, "timestamp oracle: ranges and a persisted high-water mark",
            answer="Oracle",                          # the name the check cell passes
            graded={"Oracle": ("__init__", "get_timestamp")},
-           hidden=("percolator_ref.oracle:TimestampOracle",),
+           hidden=("percolator_ref.services.oracle:TimestampOracle",),
            forbidden_bases=("TimestampOracle",))
 
    - ``answer``: the object the checks receive; it must be the name that the
@@ -407,12 +437,12 @@ def spec_of(module, answer: str) -> Exercise:
 def run_local(exercise: Exercise, answer, secret: int = 0) -> Report:
     """Run every check in this process (the notebook's check cell); deterministic for ``secret``.
 
-    An interactive exercise runs its self-check (:func:`.interactive.self_check`):
-    the grader's worlds and schedules, with the clients in this process.
+    An exercise of trusted checks is run by :func:`.interactive.self_check`
+    instead (``grading.run_local`` and ``grading.check`` choose).
     """
     if exercise.interactive:
-        from .interactive import self_check
-        return self_check(exercise, answer, secret)
+        raise ValueError(f"exercise {exercise.number} has trusted checks: run it with "
+                         f"interactive.self_check")
     report = Report(exercise.number, exercise.title)
     params = exercise.params(secret)
     for check in exercise.checks:

@@ -33,6 +33,9 @@ from pathlib import Path
 import nbformat
 
 from . import exercise as exercise_module
+from . import privileges
+from .sandbox import DEVICES
+from .feedback import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
@@ -47,11 +50,19 @@ ROOT = PACKAGE.parent
 EXERCISES = ROOT / "exercises"
 MB = 1 << 20
 MAX_NOTEBOOK_MB = 20
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
+"""Never readable by the child (the private uid cannot read them anyway)."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one notebook's child may use."""
+    """What one notebook's child may use.
+
+    ``timeout`` and ``scenario_timeout`` bound the scenario exercises; an
+    exercise of trusted checks has its own limit per check
+    (``Exercise.check(limit=...)``) and a notebook limit derived from them
+    (:data:`SETUP_SECONDS` plus their sum).
+    """
     timeout: float = 60.0            # wall seconds for the whole notebook
     scenario_timeout: float = 10.0   # wall seconds for one scenario
     memory_mb: int = 1024            # address space
@@ -76,6 +87,9 @@ class Grade:
     total: int = 0
     problems: list = field(default_factory=list)
     sandbox: str = ""
+    submission: str = ""          # the student's folder, zip or notebook (:mod:`.submissions`)
+    counted: bool = True          # False: another notebook counts for this exercise
+    flags: list = field(default_factory=list)     # e.g. a duplicate student name
 
     @property
     def n_passed(self) -> int:
@@ -90,11 +104,13 @@ class Grade:
         return self.total > 0 and self.n_passed == self.total and not self.problems
 
     def summary(self) -> str:
-        lines = [f"{self.path} ({self.student}): exercise {self.exercise}"
+        """The terminal report; text a notebook controls is escaped (:func:`.escape_text`)."""
+        lines = [f"{escape_text(self.path)} ({escape_text(self.student)}): exercise {self.exercise}"
                  + (f", {self.title}" if self.title else "")]
-        lines += [f"  problem: {p}" for p in self.problems]
-        lines += [f"  PASS  {r.name}" if r.passed else f"  FAIL  {r.name}: {r.reason}"
-                  for r in self.checks]
+        lines += [f"  problem: {indent_lines(p, '    | ')}" for p in self.problems]
+        lines += [f"  flag: {escape_text(f)}" for f in self.flags]
+        lines += [f"  PASS  {r.name}" if r.passed else
+                  f"  FAIL  {r.name}: {indent_lines(r.reason, '        | ')}" for r in self.checks]
         lines.append(f"  score: {self.n_passed}/{self.total} checks ({self.score:.0%}), "
                      f"{'PASSED' if self.passed else 'FAILED'}")
         return "\n".join(lines)
@@ -138,7 +154,8 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
         return g
     report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
-    g.sandbox = str(report.get("landlock", "")) if report else ""
+    g.sandbox = "; ".join(str(report.get(k)) for k in ("landlock", "isolation")
+                          if report.get(k)) if report else ""
     if problem:
         return _all_fail(g, spec, [problem], "")
     if report.get("answer_error"):
@@ -230,9 +247,10 @@ def read_policy(spec, exercises_dir, others) -> dict:
         "allow_read": [str(PACKAGE)] + python,
         "deny_read": repos,
         "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
-                     + [os.path.realpath(o) for o in others],
-        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/dev", "/proc"],
-                     "list_dirs": [str(PACKAGE)], "read_files": files},
+                     + [os.path.realpath(o) for o in others] + list(SYSTEM_SECRETS),
+        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/proc"],
+                     "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
+        "expose": python + [str(PACKAGE)],
     }
 
 
@@ -276,9 +294,14 @@ def run_child(job: dict, limits: Limits):
                        scenario_timeout=min(limits.scenario_timeout, limits.timeout),
                        limits=_rlimits(limits))
             job["hard_deny"] = job["hard_deny"] + [str(base / "io")]
+            job["privileges"] = privileges.plan(job["expose"])
+            privileges.prepare_workdir(base, work, job["privileges"])
             (io / "job").write_text(json.dumps(job))
             with open(io / "job", "rb") as stdin:
-                status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
+                try:
+                    status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
+                finally:
+                    privileges.sweep(job["privileges"])
         return _read_report(io, nonce, status, limits)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -417,7 +440,7 @@ class InteractiveChild:
         (self.work / "tmp").mkdir(parents=True)
         self.io.mkdir()
         self.job, self.spec, self.limits = job, spec, limits
-        self.proc, self.fds, self.sandbox = None, [], ""
+        self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
 
     def __enter__(self):
         down_r, down_w = os.pipe()          # world -> client
@@ -431,6 +454,8 @@ class InteractiveChild:
                                           file_mb=self.limits.file_mb,
                                           open_files=self.limits.open_files)))
         job["hard_deny"] = job["hard_deny"] + [str(self.io)]
+        job["privileges"] = self.privileges = privileges.plan(job["expose"])
+        privileges.prepare_workdir(self.base, self.work, job["privileges"])
         (self.io / "job").write_text(json.dumps(job))
         with open(self.io / "job", "rb") as stdin, open(self.io / "output", "wb") as output:
             self.proc = _popen(stdin, output, (down_r, up_w, result), self.work)
@@ -475,6 +500,7 @@ class InteractiveChild:
         if self.proc is not None:
             kill_session(self.proc.pid)
             self.proc.wait()
+            privileges.sweep(self.privileges)
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -524,8 +550,8 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
 
 
 def _cell(text) -> str:
-    """A CSV cell a spreadsheet will not run as a formula."""
-    text = str(text)
+    """A CSV cell a spreadsheet will not run as a formula, control characters escaped."""
+    text = escape_text(text)
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
@@ -547,27 +573,32 @@ def write_csv(grades, file) -> None:
         w = csv.writer(f)
         w.writerow(["student", "notebook", "exercise"]
                    + [f"ex{n}: {name}" if several else name for n, name in columns]
-                   + ["checks_passed", "checks_total", "score", "problems"])
+                   + ["checks_passed", "checks_total", "score", "problems", "submission",
+                      "counted", "flags"])
         for g in grades:
             outcome = {(g.exercise, r.name): int(r.passed) for r in g.checks}
             w.writerow([_cell(g.student), _cell(g.path), g.exercise]
                        + [outcome.get(c, "") for c in columns]
-                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems))])
+                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems)),
+                          _cell(g.submission), "yes" if g.counted else "no",
+                          _cell("; ".join(g.flags))])
 
 
 def gradescope(grades) -> dict:
     """Gradescope's autograder ``results.json``: one test per check, 1 point each."""
     tests = []
     for g in grades:
-        prefix = f"{Path(g.path).name}: " if len(grades) > 1 else ""
+        prefix = escape_text(f"{Path(g.path).name}: ") if len(grades) > 1 else ""
         for r in g.checks:
             tests.append({"name": f"{prefix}{r.name}", "score": float(r.passed), "max_score": 1.0,
                           "status": "passed" if r.passed else "failed",
-                          "output": "" if r.passed else r.reason, "visibility": "visible"})
-        if not g.checks:
-            tests.append({"name": f"{prefix}notebook", "score": 0.0, "max_score": 1.0,
-                          "status": "failed", "output": "; ".join(g.problems) or "not graded",
+                          "output": "" if r.passed else escape_text(r.reason, newlines=True),
                           "visibility": "visible"})
+        if not g.checks:
+            tests.append({"name": f"{prefix}notebook", "score": 0.0,
+                          "max_score": 1.0 if g.counted else 0.0, "status": "failed",
+                          "output": escape_text("; ".join(g.problems + g.flags) or "not graded",
+                                                newlines=True), "visibility": "visible"})
     output = "\n\n".join(g.summary() for g in grades)
     return {"score": float(sum(t["score"] for t in tests)), "output": output,
             "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}

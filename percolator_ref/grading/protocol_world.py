@@ -228,7 +228,7 @@ class Once:
     """An interceptor running ``action(rt)`` once, at the first row transaction ``when(rt)`` picks.
 
     ``at="after"``: once that row transaction applied; ``at="before"``: before it starts.
-    ``fired`` says whether it ran. Attach with ``cluster.bigtable.interceptors.append``.
+    ``fired`` says whether it ran. Attach with :func:`percolator_ref.interceptors.attach`.
     """
 
     def __init__(self, when, action, at: str = "after"):

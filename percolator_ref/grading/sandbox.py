@@ -52,6 +52,7 @@ DENIED_EVENTS = frozenset({
     "subprocess.Popen", "os.kill", "os.killpg", "signal.pthread_kill", "os.startfile",
     "os.link", "os.symlink", "resource.setrlimit", "resource.prlimit",
     "cpython.PyInterpreterState_New", "pty.spawn", "os.setuid", "os.setgid",
+    "fcntl.ioctl",                    # FS_IOC_SETFLAGS: immutable / append-only flags
 })
 DENIED_PREFIXES = ("socket.", "ctypes.", "_winapi.", "winreg.", "msvcrt.")
 DENIED_MODULES = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "_xxsubinterpreters",
@@ -67,6 +68,11 @@ WRITE_EVENTS = (          # (event, indices of the paths it writes); a tuple: im
 )
 PATH_TYPES = (str, bytes, pathlib.PosixPath, pathlib.PurePosixPath)
 READ_EVENTS = frozenset({"os.listdir", "os.scandir", "glob.glob", "glob.glob/2"})
+FD_EVENTS = frozenset({"os.chmod", "os.chown", "os.utime", "os.truncate", "os.chflags",
+                       "os.setxattr", "os.removexattr"})
+"""Path events whose path may be a file descriptor (fchmod, fchown, futimes, ...)."""
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+"""The only device nodes the child may open."""
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -136,9 +142,34 @@ def readable(p: str, rules: tuple, _inside=inside, _under=under, _str=str) -> bo
     return _under(p, allow) or not _under(p, deny)
 
 
+def denied_module(args, modules, _str=str, _isinstance=isinstance, _len=len) -> bool:
+    """Is this ``import`` event a denied module, under its name or another (a file's name)?
+
+    ``spec_from_file_location("x._posixsubprocess", path)`` loads the extension
+    under a name the plain check would let pass.
+    """
+    name = args[0] if _isinstance(args[0], _str) else ""
+    if name in modules or name.rsplit(".", 1)[-1] in modules:
+        return True
+    path = args[1] if _len(args) > 1 and _isinstance(args[1], _str) else ""
+    return path.rsplit("/", 1)[-1].split(".", 1)[0] in modules
+
+
+def fd_inside(event, fd, workdir: str, _readlink=posix.readlink, _str=str, _inside=inside,
+              _OSError=OSError, _PE=PermissionError) -> None:
+    """Refuse ``event`` on file descriptor ``fd`` unless it is a file inside the work dir."""
+    try:
+        target = _readlink("/proc/self/fd/" + _str(fd))
+    except _OSError:
+        target = ""
+    if not (target.startswith("/") and _inside(target, workdir)):
+        raise _PE(f"sandbox: {event} on a file descriptor outside the grading directory is refused")
+
+
 def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
                _isinstance=isinstance, _paths=PATH_TYPES, _wflags=WRITE_FLAGS, _resolve=resolve,
                _inside=inside, _readable=readable, _lstat=posix.lstat, _isdir=stat.S_ISDIR,
+               _ischr=stat.S_ISCHR, _isblk=stat.S_ISBLK, _devices=DEVICES,
                _PE=PermissionError, _OSError=OSError) -> None:
     """The rule for the ``open`` event: write inside, read what :func:`readable` allows."""
     path, mode, flags = args
@@ -160,16 +191,23 @@ def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
             return
         if _isdir(mode_bits):         # no directory fd outside: dir_fd paths stay inside
             raise _PE(f"sandbox: opening the directory {p} is refused")
+        if (_ischr(mode_bits) or _isblk(mode_bits)) and p not in _devices:
+            raise _PE(f"sandbox: opening the device {p} is refused")
 
 
 def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=int, _str=str,
                 _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
-                _resolve=resolve, _inside=inside, _PE=PermissionError) -> None:
-    """The rule for path-changing events: every path they write is inside the work dir."""
+                _resolve=resolve, _inside=inside, _fd_events=FD_EVENTS, _fd_inside=fd_inside,
+                _PE=PermissionError) -> None:
+    """The rule for path-changing events: every path they write is inside the work dir,
+    and a file descriptor they change (``os.chmod(fd, ...)``) is one of a file inside it."""
     ints = [a for a in args[1:] if _isinstance(a, _int) and not _isinstance(a, _bool)]
     dir_fd = _len(args) > 1 and (_isinstance(args[-1], _int) and not _isinstance(args[-1], _bool)
                                  or (event == "os.rename" and _len(ints) > 0))
     for a in [args[i] for i in indices if i < _len(args)]:
+        if _type(a) is _int and event in _fd_events:
+            _fd_inside(event, a, workdir)
+            continue
         if _type(a) is _int or a is None:
             continue
         if _type(a) not in _paths:
@@ -192,14 +230,15 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
     def guard(event, args, _rules=rules, _hidden=hidden_types, _events=DENIED_EVENTS,
               _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
               _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
+              _denied_module=denied_module,
               _resolve=resolve, _len=len, _type=type, _str=str, _bytes=bytes,
               _isinstance=isinstance, _PE=PermissionError):
         if event == "open":
             return _open(args, _rules)
         if event in _events or event.startswith(_prefixes):
             raise _PE(f"sandbox: {event} is refused during grading")
-        if event == "import" and args[0] in _modules:
-            raise _PE(f"sandbox: importing {args[0]} is refused during grading")
+        if event == "import" and _denied_module(args, _modules):
+            raise _PE(f"sandbox: importing {args[0]!s} is refused during grading")
         if event == "object.__setattr__" or event == "object.__delattr__":
             if args[0] in _hidden or (_len(args) > 1 and args[1] in
                                       ("__code__", "__defaults__", "__kwdefaults__")):
@@ -395,6 +434,8 @@ def child_main() -> None:
     fd = job["result_fd"]
     report = {"nonce": job["nonce"], "guarded": False}
     try:
+        from .privileges import isolate       # forks: only the PID namespace's init returns
+        report["isolation"] = isolate(job.get("privileges", {}), job["workdir"])
         _run(job, report)
     except BaseException as exc:          # noqa: BLE001 - whatever happened, report it
         report.setdefault("internal", f"the sandbox failed: {describe_exception(exc)}")

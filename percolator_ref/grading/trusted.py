@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from percolator_ref.checker import TxnRecord, check_history, same_value
+from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, Write, WriteKind, check_name, data_col, \
     split_column, write_col

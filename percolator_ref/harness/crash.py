@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from ..faults import CrashAfter, check_crash_after
+from ..interceptors import attach
 from .multiprocess import StreamingHistory, start_worker, write_pending
 
 
@@ -55,7 +56,7 @@ class Freeze:
 def freeze_after(cluster, txn, point, ready_path: str) -> CrashAfter:
     """Attach to ``txn``'s session: right after ``point`` applied, report and stop forever."""
     plan = CrashAfter(point, Freeze(cluster, txn, ready_path), prewrites=len(txn.writes))
-    txn.session.interceptors.append(plan)
+    attach(txn.session, plan)
     return plan
 
 

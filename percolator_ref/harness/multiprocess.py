@@ -29,8 +29,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from ..checker import CheckReport, History, TxnRecord, check_history
-from ..model import Cell
+from ..checking.checker import CheckReport, History, TxnRecord, check_history
+from ..model import Cell, TxStatus
 from ..stores.redis_codec import decode, encode
 
 
@@ -49,7 +49,7 @@ def record_to_json(record: TxnRecord) -> str:
 def record_from_json(line: str) -> TxnRecord:
     d = json.loads(line)
     dec = (lambda x: None if x is None else decode(x))
-    return TxnRecord(d["client"], d["start_ts"], d["commit_ts"], d["status"],
+    return TxnRecord(d["client"], d["start_ts"], d["commit_ts"], TxStatus(d["status"]),
                      [(Cell(*c), v, dec(x)) for c, v, x in d["reads"]],
                      [(Cell(*c), k, dec(x)) for c, k, x in d["writes"]])
 
@@ -74,7 +74,7 @@ def write_pending(cluster, txn) -> None:
     The checker settles it by its primary: committed iff the primary has a
     write record (see :meth:`History.resolve_crashed`).
     """
-    record = TxnRecord(txn.client, txn.start_ts, txn.commit_ts, "crashed",
+    record = TxnRecord(txn.client, txn.start_ts, txn.commit_ts, TxStatus.CRASHED,
                        list(txn.record.reads) if txn.record is not None else [],
                        [(m.cell, m.kind.name, m.value) for m in txn.writes.values()])
     history = cluster.history
@@ -96,7 +96,7 @@ def load_history(paths) -> History:
             for line in f:
                 if line.strip():
                     r = record_from_json(line)
-                    if r.start_ts not in by_start or by_start[r.start_ts].status == "crashed":
+                    if r.start_ts not in by_start or by_start[r.start_ts].status == TxStatus.CRASHED:
                         by_start[r.start_ts] = r
     history = History()
     history.records = [by_start[ts] for ts in sorted(by_start)]

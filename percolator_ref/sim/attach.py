@@ -1,9 +1,7 @@
 """How the simulation reaches into a real cluster, from outside the protocol.
 
-- :func:`attach_interceptor` is the ONE place that hooks an object with
-  ``before(rt)`` (and optionally ``after(rt)``) onto every row transaction of
-  a cluster; ``rt`` has ``.client .table .row .step``.
-- :class:`RowTransactionAdmission` is such an interceptor: a simulated
+- :class:`RowTransactionAdmission` is an interceptor (attached to the store
+  with :func:`percolator_ref.interceptors.attach`): a simulated
   client's row transaction waits for its worker's CPU, the network and its
   tablet server on simulated time before it runs.
 - :class:`SimulatedOracle` stands in for ``cluster.oracle``: a timestamp
@@ -16,21 +14,9 @@ each of them does exactly what the plain cluster does.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
-from ..lockservice import LockService
-
-
-def attach_interceptor(cluster, interceptor) -> Callable[[], None]:
-    """Put ``interceptor`` (``before(rt)``, optionally ``after(rt)``) on every row
-    transaction of ``cluster``; returns the function that detaches it."""
-    interceptors = cluster.bigtable.interceptors
-    interceptors.append(interceptor)
-
-    def detach() -> None:
-        if interceptor in interceptors:
-            interceptors.remove(interceptor)
-    return detach
+from ..services.lockservice import LockService
 
 
 class RowTransactionAdmission:

@@ -11,7 +11,7 @@ or, for the network, wall seconds:
     the mutations, and the protocol's logic inside the row transaction) and
     outside them (the worker's: the transactions' and the workload's code);
 ``oracle_request_s``
-    one call of the in-memory :class:`~percolator_ref.oracle.TimestampOracle`
+    one call of the in-memory :class:`~percolator_ref.services.oracle.TimestampOracle`
     (``get_timestamps(1)``): the oracle's time per request;
 ``oracle_timestamp_s``
     the oracle's extra time per timestamp in a batch (handing out the
@@ -137,18 +137,18 @@ def _trimmed_sum(values: list, keep: float = 0.995) -> float:
 def tpce_profile(rounds: int = 300) -> dict:
     """A one-client TPC-E run: CPU per row transaction, split into the part inside row
     transactions (the tablet server's) and outside them (the worker's) by wall time."""
-    from ..clock import ManualClock
+    from ..services.clock import ManualClock
     from ..cluster import Cluster
     from ..workloads.tpce import Tpce, TpceConfig
-    from .attach import attach_interceptor
+    from ..interceptors import attach
     cluster = Cluster(clock=ManualClock(), record_history=False)
     w = Tpce(cluster, TpceConfig(customers=200, broker_fix=True, aggregation="periodic"))
     watch = Stopwatch()
-    detach = attach_interceptor(cluster, watch)
+    watching = attach(cluster.bigtable, watch)
     cpu0 = time.process_time()
     w.run_rounds(clients=1, rounds=rounds)
     cpu = time.process_time() - cpu0
-    detach()
+    watching.detach()
     inside, outside = _trimmed_sum(watch.inside), _trimmed_sum(watch.outside)
     per_row_transaction = cpu / len(watch.inside)
     return {"row_transactions": len(watch.inside),
@@ -158,7 +158,7 @@ def tpce_profile(rounds: int = 300) -> dict:
 
 def oracle_times() -> tuple:
     """``(seconds per oracle request, extra seconds per timestamp in a batch)``."""
-    from ..oracle import TimestampOracle
+    from ..services.oracle import TimestampOracle
     oracle = TimestampOracle()
 
     def requests(n: int) -> None:
@@ -176,8 +176,8 @@ def oracle_times() -> tuple:
 
 def lock_service_time() -> float:
     """CPU seconds per in-memory liveness check."""
-    from ..clock import ManualClock
-    from ..lockservice import LockService
+    from ..services.clock import ManualClock
+    from ..services.lockservice import LockService
     service = LockService(ManualClock())
     service.register("worker")
 

@@ -1,7 +1,7 @@
 """A small deterministic discrete-event simulator whose processes run real code.
 
 Events sit in a heap ordered by ``(time, sequence number)``; the simulated
-clock (a :class:`~percolator_ref.clock.ManualClock`) is advanced to each
+clock (a :class:`~percolator_ref.services.clock.ManualClock`) is advanced to each
 event's time before it fires. A :class:`Process` runs ordinary blocking
 code (here: Percolator transactions) on a call stack of its own, a thread or
 a greenlet (the *carrier*). When it must wait for simulated time (a tablet
@@ -23,7 +23,7 @@ import importlib.util
 import threading
 from typing import Callable, Optional
 
-from ..clock import ManualClock
+from ..services.clock import ManualClock
 
 STALL_SECONDS = 120.0        # real seconds without a simulated event: something deadlocked
 

@@ -61,6 +61,7 @@ class ScaleSettings:
     broker_fix: bool = True
     oracle_batching: bool = True
     seed: int = 0
+    truetime_epsilon_us: Optional[int] = None   # None: the oracle; else TrueTime with this ε
 
     def __post_init__(self):
         for name in ("clients_per_machine", "customers_per_machine", "securities_per_machine",
@@ -77,6 +78,9 @@ class ScaleSettings:
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be an int >= 0, got {self.seed!r}")
+        eps = self.truetime_epsilon_us
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, int) or eps < 0):
+            raise ValueError(f"truetime_epsilon_us must be None or an int >= 0, got {eps!r}")
 
     def tpce_config(self, machines: int, replica: int = 0) -> TpceConfig:
         """The database for ``machines`` machines (each replica its own seed)."""
@@ -176,8 +180,12 @@ def simulate(machines: int, settings: ScaleSettings, calibration: Calibration,
     world = SimulatedCluster(machines, calibration, worker_cores=settings.worker_cores,
                              tablet_server_cores=settings.tablet_server_cores,
                              oracle_batching=settings.oracle_batching,
-                             window=(window.start, window.end), carrier=carrier)
+                             window=(window.start, window.end), carrier=carrier,
+                             truetime_epsilon_us=settings.truetime_epsilon_us)
     w = window.w = Tpce(world.cluster, settings.tpce_config(machines, replica))
+    loaded_at = world.sim.now             # TrueTime's waits move the clock while loading
+    window.start, window.end = window.start + loaded_at, window.end + loaded_at
+    world.set_window((window.start, window.end))
     if on_progress is not None:
         world.sim.on_event = lambda sim: on_progress(min(sim.now / window.end, 1.0))
     world.attach()

@@ -4,7 +4,10 @@ Each of ``machines`` simulated machines runs, as in the paper's deployment, a
 Percolator worker (``worker_cores`` CPU units) and a Bigtable tablet server
 (``tablet_server_cores`` units). Rows are partitioned over the tablet servers
 by a stable hash of ``table/row``. One timestamp oracle and one lock service
-serve everybody. Every remote call pays the network's round trip
+serve everybody; or, with ``truetime_epsilon_us``, no oracle: each machine takes
+its timestamps from its own TrueTime (Spanner, seed 004;
+:mod:`percolator_ref.variants.truetime`), with commit wait and reads at a safe
+time on simulated time. Every remote call pays the network's round trip
 (``rpc_round_trip_s``, half each way), which occupies no server.
 
 The data live in one real in-memory :class:`~percolator_ref.Cluster` whose
@@ -16,11 +19,12 @@ from __future__ import annotations
 import threading
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from ..cluster import Cluster
-from .attach import (RowTransactionAdmission, SimulatedLockService, SimulatedOracle,
-                     attach_interceptor)
+from ..variants.truetime import SpannerTimestamps
+from ..interceptors import attach
+from .attach import RowTransactionAdmission, SimulatedLockService, SimulatedOracle
 from .calibration import Calibration
 from .engine import Resource, SimulatedClock, Simulator
 
@@ -112,19 +116,36 @@ class SimulatedCluster:
 
     def __init__(self, machines: int, calibration: Calibration, *, worker_cores: int = 1,
                  tablet_server_cores: int = 1, oracle_batching: bool = True,
-                 window: tuple = (0.0, 0.0), carrier: Optional[str] = None):
+                 window: tuple = (0.0, 0.0), carrier: Optional[str] = None,
+                 truetime_epsilon_us: Optional[int] = None):
         self.calibration = calibration
         self.window = window
         self.half_round_trip = calibration.rpc_round_trip_s / 2
         self.sim = Simulator(SimulatedClock(), carrier)
-        self.cluster = Cluster(clock=self.sim.clock, record_history=False)
+        self.truetime = truetime_epsilon_us is not None
+        variants = [SpannerTimestamps(truetime_epsilon_us, machines, placement=self.node_of_current)
+                    ] if self.truetime else []
+        self.cluster = Cluster(clock=self.sim.clock, record_history=False, variants=variants)
         self.machines = [Machine(self, i, worker_cores, tablet_server_cores, oracle_batching)
                          for i in range(machines)]
         self.oracle = OracleService(self, self.cluster.oracle)
         self.lock_service = Resource(self.sim, "lock-service")
         for resource in self.resources():
             resource.window = window
-        self._detach: Optional[Callable] = None
+        self._admission = None
+
+    def node_of_current(self) -> Optional[str]:
+        """The TrueTime node of the running simulated process: its machine (None outside)."""
+        process = self.sim.current
+        if process is None or process.data is None:
+            return None
+        return f"n{process.data.machine.index}"
+
+    def set_window(self, window: tuple) -> None:
+        """Measure the resources over ``window`` (simulated seconds) instead."""
+        self.window = window
+        for resource in self.resources():
+            resource.window = window
 
     def resources(self) -> list:
         """Every simulated resource."""
@@ -139,13 +160,15 @@ class SimulatedCluster:
     def attach(self) -> None:
         """Put the simulation's hooks on the cluster (after loading, which runs plainly)."""
         cluster = self.cluster
-        cluster.oracle = SimulatedOracle(self, self.oracle.oracle)
+        if not self.truetime:             # TrueTime: each machine's own clock, no oracle
+            cluster.oracle = SimulatedOracle(self, self.oracle.oracle)
         cluster.lockservice = SimulatedLockService(self, cluster.clock, cluster.lock_ttl)
-        self._detach = attach_interceptor(cluster, RowTransactionAdmission(self))
+        self._admission = attach(cluster.bigtable, RowTransactionAdmission(self))
 
     def detach(self) -> None:
         """Back to the plain cluster (for the drain and the invariant checks)."""
-        if self._detach is not None:
-            self._detach()
-            self._detach = None
-        self.cluster.oracle = self.oracle.oracle
+        if self._admission is not None:
+            self._admission.detach()
+            self._admission = None
+        if not self.truetime:
+            self.cluster.oracle = self.oracle.oracle

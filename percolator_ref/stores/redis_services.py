@@ -29,9 +29,9 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from ..clock import WallClock
+from ..services.clock import WallClock
 from ..errors import StoreUnavailable
-from ..lockservice import LockService
+from ..services.lockservice import LockService
 from ..model import MAX_TIMESTAMP
 
 _NOW = """
@@ -118,7 +118,7 @@ return redis.call('GET', KEYS[1])
 class RedisTimestampOracle:
     """Strictly increasing timestamps from a counter on the Redis server.
 
-    Same interface as :class:`~percolator_ref.oracle.TimestampOracle`:
+    Same interface as :class:`~percolator_ref.services.oracle.TimestampOracle`:
     ``get_timestamp()``, ``get_timestamps(n)`` (one script), ``peek()``,
     ``high_water_mark``, ``calls``. Starting at ``first_timestamp`` on a
     fresh prefix; a later oracle on the same prefix continues the counter.
@@ -179,7 +179,7 @@ class RedisTimestampOracle:
 class RedisLockService(LockService):
     """The lock service's liveness tokens and named locks, kept on the Redis server.
 
-    Same interface and meaning as :class:`~percolator_ref.lockservice.LockService`.
+    Same interface and meaning as :class:`~percolator_ref.services.lockservice.LockService`.
     """
 
     def __init__(self, store, clock, ttl: float = 10.0):

@@ -103,7 +103,7 @@ from sortedcontainers import SortedDict
 from ..bigtable import NOTIFY_SUFFIX, RowTransaction, report
 from ..errors import StoreUnavailable
 from ..model import check_name
-from ..raw import RawCellOperations, check_ts
+from .raw import RawCellOperations, check_ts
 from ..step import READ_ONLY_STEPS, Step
 from ..trace import Change, Tracer
 from .redis_codec import decode, encode

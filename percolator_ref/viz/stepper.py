@@ -29,9 +29,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..clock import ManualClock
+from ..services.clock import ManualClock
 from ..errors import ClientCrash
-from ..interceptors import Gate
+from ..interceptors import Gate, attach
 from .tables import CellTable
 
 GRANT_TIMEOUT = 30.0      # seconds a move may take before the stepper gives up
@@ -144,8 +144,7 @@ class Stepper:
         self.runners: list[_Runner] = []
         self._recording = self.cluster.tracer.subscribe(self._on_event)
         self._events: list = []
-        self._scheduler = Gate(self._gate)
-        self.cluster.bigtable.interceptors.append(self._scheduler)
+        self._scheduling = attach(self.cluster.bigtable, Gate(self._gate))
         self.frames: list[Frame] = []
         self.cursor = 0
         for name, fn in self._scripts:
@@ -169,8 +168,7 @@ class Stepper:
                 runner.crash_requested = True
                 self._grant(runner)
         self._recording()
-        if self._scheduler in self.cluster.bigtable.interceptors:
-            self.cluster.bigtable.interceptors.remove(self._scheduler)
+        self._scheduling.detach()
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
         runner = _Runner(name, fn, len(self.runners))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+from ..model import TxStatus
+
 START_MARKER, COMMIT_MARKER = "s", "o"     # open square, closed circle (Figure 3)
 
 
@@ -22,7 +24,7 @@ class TimelineRow(NamedTuple):
 def timeline_rows(records, labels: Optional[dict] = None) -> list:
     """One :class:`TimelineRow` per record, in order.
 
-    ``records``: :class:`~percolator_ref.checker.TxnRecord` s. ``labels``: an
+    ``records``: :class:`~percolator_ref.checking.checker.TxnRecord` s. ``labels``: an
     optional ``{client: name}`` (e.g. ``{"T5": "T3"}``) for the names shown.
     A committed transaction that wrote nothing took no commit timestamp
     (API.md), so it is labelled read-only and gets no commit mark.
@@ -32,13 +34,13 @@ def timeline_rows(records, labels: Optional[dict] = None) -> list:
     rows = []
     for r in records:
         name = (labels or {}).get(r.client, r.client)
-        if r.status == "committed" and r.commit_ts is None:
+        if r.status == TxStatus.COMMITTED and r.commit_ts is None:
             text = f"{name}: read-only, no commit timestamp"
-        elif r.status == "committed":
+        elif r.status == TxStatus.COMMITTED:
             text = f"{name}: committed at {r.commit_ts}"
         else:
             text = f"{name}: {r.status}"
-        commit = r.commit_ts if r.status == "committed" else None
+        commit = r.commit_ts if r.status == TxStatus.COMMITTED else None
         rows.append(TimelineRow(name, r.start_ts, commit, text))
     return rows
 
@@ -47,7 +49,7 @@ def plot_timeline(records, ax=None, title: str = "Transactions in timestamp orde
                   labels: Optional[dict] = None):
     """Draw each transaction as a bar from ``start_ts`` to ``commit_ts`` (Figure 3's marks).
 
-    ``records``: :class:`~percolator_ref.checker.TxnRecord` s (``cluster.history.records``,
+    ``records``: :class:`~percolator_ref.checking.checker.TxnRecord` s (``cluster.history.records``,
     or a filtered list). Open square: the start (snapshot); closed circle: the
     commit. ``labels``: see :func:`timeline_rows`. Returns the matplotlib Axes.
     """

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import ClientCrash
-from ..model import Write, WriteKind, data_col, split_column, write_col
+from ..model import TxStatus, Write, WriteKind, data_col, split_column, write_col
 
 TABLE = "bank"
 COLUMN = "balance"
@@ -238,7 +238,7 @@ def _settle(cluster) -> None:
 def _check_write_column(where: str, versions: list, data: list) -> list:
     found, data_ts = [], {ts for ts, _ in data}
     records = sorted((commit_ts, w) for commit_ts, w in versions
-                     if isinstance(w, Write))
+                     if isinstance(w, Write) and w.kind is not WriteKind.ROLLBACK)
     for commit_ts, w in records:
         if commit_ts <= w.start_ts:
             found.append(f"{where}: write record at {commit_ts} for start {w.start_ts} is not after it")
@@ -256,14 +256,15 @@ def _check_outcomes(cluster, dump: dict, settle: bool) -> list:
     for record in cluster.history.records:
         for cell, _, _ in record.writes:
             columns = dump.get(cell.table, {}).get(cell.row, {})
-            records = {c: w.start_ts for c, w in columns.get(write_col(cell.column), [])}
+            records = {c: w.start_ts for c, w in columns.get(write_col(cell.column), [])
+                       if w.kind is not WriteKind.ROLLBACK}
             pointing = [c for c, s in records.items() if s == record.start_ts]
             if record.committed and settle and records.get(record.commit_ts) != record.start_ts:
                 found.append(f"{record.client} committed at {record.commit_ts} but {cell} "
                              f"shows no write record for it")
-            if record.status == "aborted" and pointing:
+            if record.status == TxStatus.ABORTED and pointing:
                 found.append(f"{record.client} aborted but {cell} has its write record at {pointing}")
-            if record.status == "aborted" and settle and any(
+            if record.status == TxStatus.ABORTED and settle and any(
                     ts == record.start_ts for ts, _ in columns.get(data_col(cell.column), [])):
                 found.append(f"{record.client} aborted but its data @ {record.start_ts} "
                              f"is still in {cell}")

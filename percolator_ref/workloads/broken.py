@@ -24,8 +24,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..interceptors import Counter
-from ..model import DEFAULT_TABLE, check_cell
+from ..interceptors import Counter, attach
+from ..model import DEFAULT_TABLE, TxStatus, check_cell
 from ..step import Step
 from ..transaction import Transaction
 
@@ -143,21 +143,21 @@ def read_during_commit(cluster, writer: Transaction, row: str, column: str,
     Every hand-over waits on an event: deterministic.
     """
     check_cell(row, column, table)
-    if writer.status != "open" or not writer.writes:
+    if writer.status != TxStatus.OPEN or not writer.writes:
         raise ValueError(f"writer must be an open transaction with writes, got {writer!r}")
     park, outcome = ParkAfterCommitTimestamp(writer), {}
-    writer.session.interceptors.append(park)
+    parked = attach(writer.session, park)
     thread = threading.Thread(target=commit_into, args=(writer, outcome), daemon=True)
     thread.start()
     if not park.reached.wait(WAIT_SECONDS):
         raise RuntimeError(f"{writer.client} never took a commit timestamp")
     reader = cluster.begin(reader_client)
     counter, handover = Counter(), ReleaseWhenReaderWaits(park, thread)
-    reader.session.interceptors += [counter, handover]
+    attach(reader.session, counter, handover)
     value = reader.get(row, column, table)
     handover.release()                  # the reader did not wait: the writer finishes now
     reader.commit()
-    writer.session.interceptors.remove(park)
+    parked.detach()
     if "error" in outcome:
         raise outcome["error"]
     return RaceResult(writer, reader, park.step, counter.counts.get(Step.GET, 0), value,

@@ -9,13 +9,14 @@ table filtered in Python.
 
 Snapshot isolation prevents G0, G1a, G1b, G1c, OTV, PMP, P4 and G-single (its
 read and write variants) and allows G2-item (write skew) and G2 (anti-dependency
-cycles). Each function returns a :class:`HermitageResult`: what was expected,
+cycles). Each scenario is data (a :class:`Scenario`: its moves and how to tell
+whether the anomaly showed), played by one interpreter; calling it returns a :class:`HermitageResult`: what was expected,
 what was observed, whether the recorded history passed the checker, the
 schedule as it ran (a list of :class:`Move`, each with what it read or how the
 commit ended) and a one-line reason filled in with the run's timestamps;
 :func:`run_all` runs the whole set and returns a :class:`HermitageTable`.
-:func:`percolator_ref.frames.hermitage_frame` and
-:func:`percolator_ref.frames.schedule_frame` tabulate them with pandas.
+:func:`percolator_ref.viz.frames.hermitage_frame` and
+:func:`percolator_ref.viz.frames.schedule_frame` tabulate them with pandas.
 
 >>> r = p4()
 >>> (r.name, r.expected, r.observed, r.ok)
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Callable, Optional
 
-from ..clock import ManualClock
+from ..services.clock import ManualClock
 from ..cluster import Cluster
 from ..errors import ClientCrash
 
@@ -151,6 +152,7 @@ class _Run:
         self.commits: dict = {}
         self.moves: list = []
         self.names: dict = {}             # transaction -> "T1"
+        self.txns: dict = {}              # "T1" -> transaction
         setup = cluster.begin()
         setup.set("1", COLUMN, 10, table=TABLE)
         setup.set("2", COLUMN, 20, table=TABLE)
@@ -241,277 +243,210 @@ class _Run:
                                report.ok, details, tuple(self.moves), reason.format(**facts))
 
 
-# -- the schedules ---------------------------------------------------------------
+# -- the schedules, as data ---------------------------------------------------------
+# A move is ``(txn, action, *arguments)``: "begin"; "get" row; "set" row value (a
+# callable value is computed from the reads so far); "delete" row; "where" label
+# predicate (a predicate read); "update where" label predicate new (set each row found
+# to ``new(value)``); "delete where" label predicate; "commit"; "crash after" point.
+# ``happened(reads, commits, final)`` says whether the anomaly showed; ``reads`` is keyed
+# as the moves label them ("T1 get 2", "T1 where value % 3 = 0").
 
-def g0(cluster=None) -> HermitageResult:
-    """G0 write cycles: two writers interleave updates of both rows; the result must be one
-    writer's pair, never a mix (first committer wins)."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.set(t1, "1", 11)
-    run.set(t2, "1", 12)
-    run.set(t1, "2", 21)
-    run.commit(t1)
-    run.set(t2, "2", 22)
-    run.commit(t2)
-    final = run.final()
-    happened = all(run.commits.values()) or final not in ({"1": 11, "2": 21}, {"1": 12, "2": 22})
-    return run.result("G0", "T1,T2 write rows 1 and 2 interleaved", PREVENTED, happened, final,
-                      "first committer wins: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's prewrite aborts and T1's pair survives whole")
+def _everything(v) -> bool:
+    return True
 
 
-def g1a(cluster=None) -> HermitageResult:
-    """G1a aborted read: T1 writes 101 and dies before its commit point; T2 never reads 101."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.set(t1, "1", 101)
-    run.set(t1, "2", 102)
-    run.where(t2, "true (before T1 aborts)", lambda v: True)
-    run.crash_after(t1, "prewrite")        # locks and data written, then the client dies
-    run.where(t2, "true (after T1 aborts)", lambda v: True)
-    run.commit(t2)
-    final = run.final()
-    seen = [v for r in run.reads.values() for v in r.values()] + list(final.values())
-    return run.result("G1a", "T2 reads while T1's writes are prewritten, then T1 aborts",
-                      PREVENTED, 101 in seen or 102 in seen, final,
-                      "a read needs a write record: T1's data @ {T1.start} has only a lock, "
-                      "and T2 rolls back the dead client's locks through the primary")
+def _seen(reads: dict, final: dict) -> list:
+    """Every value any read returned, and the final table's."""
+    values = []
+    for read in reads.values():
+        values += list(read.values()) if isinstance(read, dict) else [read]
+    return values + list(final.values())
 
 
-def g1b(cluster=None) -> HermitageResult:
-    """G1b intermediate read: T1 writes 101 then 11 and commits; nobody ever reads 101."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.set(t1, "1", 101)
-    run.where(t2, "value % 5 = 0 (before T1 commits)", lambda v: v % 5 == 0)
-    run.set(t1, "1", 11)
-    run.commit(t1)
-    run.where(t2, "value % 3 = 0 (after T1 commits)", lambda v: v % 3 == 0)
-    run.commit(t2)
-    final = run.final()
-    seen = [v for r in run.reads.values() for v in r.values()] + list(final.values())
-    return run.result("G1b", "T1 writes 101 then 11; T2 reads around T1's commit",
-                      PREVENTED, 101 in seen, final,
-                      "writes are buffered until commit: 101 never reached the store, and "
-                      "T1's 11 committed at {T1.commit}, after T2's snapshot at {T2.start}")
+@dataclass(frozen=True)
+class Scenario:
+    """One Hermitage schedule; calling it runs it on ``cluster`` (default: a fresh one)."""
+    name: str
+    description: str
+    expected: str
+    moves: tuple
+    happened: Callable
+    reason: str                # may name {T1.start}, {T2.commit}, ...
+
+    @property
+    def __name__(self) -> str:
+        return self.name.lower().replace("-", "_")
+
+    def __call__(self, cluster=None) -> HermitageResult:
+        run = _Run(cluster)
+        for move in self.moves:
+            play(run, *move)
+        final = run.final()
+        return run.result(self.name, self.description, self.expected,
+                          bool(self.happened(run.reads, run.commits, final)), final, self.reason)
 
 
-def g1c(cluster=None) -> HermitageResult:
-    """G1c circular information flow: T1 and T2 each write one row and read the other's."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.set(t1, "1", 11)
-    run.set(t2, "2", 22)
-    a = run.get(t1, "2")
-    b = run.get(t2, "1")
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("G1c", "T1 writes 1, T2 writes 2, each reads the other's row",
-                      PREVENTED, a == 22 and b == 11, final,
-                      "each reads its own snapshot (starts {T1.start} and {T2.start}), taken "
-                      "before either committed: neither sees the other's write")
+def play(run, who: str, action: str, *args) -> None:
+    """One move of a schedule (see the table above)."""
+    if action == "begin":
+        run.txns[who] = run.begin(who)
+        return
+    txn = run.txns[who]
+    if action in ("update where", "delete where"):
+        for row, value in run.where(txn, args[0], args[1]).items():
+            if action == "delete where":
+                run.delete(txn, row)
+            else:
+                run.set(txn, row, args[2](value))
+    elif action == "set":
+        row, value = args
+        run.set(txn, row, value(run.reads) if callable(value) else value)
+    else:
+        getattr(run, action.replace(" ", "_"))(txn, *args)
 
 
-def otv(cluster=None) -> HermitageResult:
-    """OTV observed transaction vanishes: T3 must not see T1's row 1 and T2's row 2."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.set(t1, "1", 11)
-    run.set(t1, "2", 19)
-    run.set(t2, "1", 12)
-    run.commit(t1)
-    run.set(t2, "2", 18)
-    t3 = run.begin("T3")
-    a = run.get(t3, "1")
-    run.commit(t2)
-    b = run.get(t3, "2")
-    run.commit(t3)
-    final = run.final()
-    return run.result("OTV", "T3 reads row 1 before and row 2 after T2's commit",
-                      PREVENTED, (a, b) not in ((11, 19), (12, 18)), final,
-                      "both of T3's reads use its snapshot at {T3.start}, which holds T1's pair "
-                      "(committed at {T1.commit}); T2 conflicts with T1 on row 1 and aborts")
+T1_T2 = (("T1", "begin"), ("T2", "begin"))
 
+g0 = Scenario(
+    "G0", "T1,T2 write rows 1 and 2 interleaved", PREVENTED,
+    T1_T2 + (("T1", "set", "1", 11), ("T2", "set", "1", 12), ("T1", "set", "2", 21),
+             ("T1", "commit"), ("T2", "set", "2", 22), ("T2", "commit")),
+    lambda reads, commits, final: all(commits.values())
+    or final not in ({"1": 11, "2": 21}, {"1": 12, "2": 22}),
+    "first committer wins: T1 committed at {T1.commit}, after T2's start "
+    "{T2.start}, so T2's prewrite aborts and T1's pair survives whole")
 
-def pmp(cluster=None) -> HermitageResult:
-    """PMP predicate-many-preceders (read): an insert does not appear in T1's predicate read."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.where(t1, "value = 30", lambda v: v == 30)
-    run.set(t2, "3", 30)
-    run.commit(t2)
-    later = run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.commit(t1)
-    final = run.final()
-    return run.result("PMP", "T2 inserts 30 between T1's two predicate reads",
-                      PREVENTED, bool(later), final,
-                      "a predicate read scans T1's snapshot at {T1.start}: T2's row 3, "
-                      "committed at {T2.commit}, is not in it")
+g1a = Scenario(
+    "G1a", "T2 reads while T1's writes are prewritten, then T1 aborts", PREVENTED,
+    T1_T2 + (("T1", "set", "1", 101), ("T1", "set", "2", 102),
+             ("T2", "where", "true (before T1 aborts)", _everything),
+             ("T1", "crash after", "prewrite"),     # locks and data written, then the client dies
+             ("T2", "where", "true (after T1 aborts)", _everything), ("T2", "commit")),
+    lambda reads, commits, final: {101, 102} & set(_seen(reads, final)),
+    "a read needs a write record: T1's data @ {T1.start} has only a lock, "
+    "and T2 rolls back the dead client's locks through the primary")
 
+g1b = Scenario(
+    "G1b", "T1 writes 101 then 11; T2 reads around T1's commit", PREVENTED,
+    T1_T2 + (("T1", "set", "1", 101),
+             ("T2", "where", "value % 5 = 0 (before T1 commits)", lambda v: v % 5 == 0),
+             ("T1", "set", "1", 11), ("T1", "commit"),
+             ("T2", "where", "value % 3 = 0 (after T1 commits)", lambda v: v % 3 == 0),
+             ("T2", "commit")),
+    lambda reads, commits, final: 101 in _seen(reads, final),
+    "writes are buffered until commit: 101 never reached the store, and "
+    "T1's 11 committed at {T1.commit}, after T2's snapshot at {T2.start}")
 
-def pmp_write(cluster=None) -> HermitageResult:
-    """PMP with a write predicate: T2's ``delete where value = 20`` must not survive T1's update."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    for row, value in run.where(t1, "true", lambda v: True).items():
-        run.set(t1, row, value + 10)                  # update test set value = value + 10
-    for row in run.where(t2, "value = 20", lambda v: v == 20):
-        run.delete(t2, row)                           # delete from test where value = 20
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("PMP-write", "T1 adds 10 to every row while T2 deletes value = 20",
-                      PREVENTED, run.commits["T2"] or final != {"1": 20, "2": 30}, final,
-                      "both write row 2: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's delete aborts (first committer wins)")
+g1c = Scenario(
+    "G1c", "T1 writes 1, T2 writes 2, each reads the other's row", PREVENTED,
+    T1_T2 + (("T1", "set", "1", 11), ("T2", "set", "2", 22), ("T1", "get", "2"),
+             ("T2", "get", "1"), ("T1", "commit"), ("T2", "commit")),
+    lambda reads, commits, final: reads["T1 get 2"] == 22 and reads["T2 get 1"] == 11,
+    "each reads its own snapshot (starts {T1.start} and {T2.start}), taken "
+    "before either committed: neither sees the other's write")
 
+otv = Scenario(
+    "OTV", "T3 reads row 1 before and row 2 after T2's commit", PREVENTED,
+    T1_T2 + (("T1", "set", "1", 11), ("T1", "set", "2", 19), ("T2", "set", "1", 12),
+             ("T1", "commit"), ("T2", "set", "2", 18), ("T3", "begin"), ("T3", "get", "1"),
+             ("T2", "commit"), ("T3", "get", "2"), ("T3", "commit")),
+    lambda reads, commits, final: (reads["T3 get 1"], reads["T3 get 2"]) not in
+    ((11, 19), (12, 18)),
+    "both of T3's reads use its snapshot at {T3.start}, which holds T1's pair "
+    "(committed at {T1.commit}); T2 conflicts with T1 on row 1 and aborts")
 
-def p4(cluster=None) -> HermitageResult:
-    """P4 lost update: two read-modify-writes of row 1; at most one commits."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    a = run.get(t1, "1")
-    b = run.get(t2, "1")
-    run.set(t1, "1", a + 1)
-    run.set(t2, "1", b + 1)
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("P4", "T1 and T2 both increment row 1", PREVENTED,
-                      all(run.commits.values()), final,
-                      "both write row 1: T1 committed at {T1.commit}, after T2's start "
-                      "{T2.start}, so T2's prewrite aborts (first committer wins)")
+pmp = Scenario(
+    "PMP", "T2 inserts 30 between T1's two predicate reads", PREVENTED,
+    T1_T2 + (("T1", "where", "value = 30", lambda v: v == 30), ("T2", "set", "3", 30),
+             ("T2", "commit"), ("T1", "where", "value % 3 = 0", lambda v: v % 3 == 0),
+             ("T1", "commit")),
+    lambda reads, commits, final: reads["T1 where value % 3 = 0"],
+    "a predicate read scans T1's snapshot at {T1.start}: T2's row 3, "
+    "committed at {T2.commit}, is not in it")
 
+pmp_write = Scenario(
+    "PMP-write", "T1 adds 10 to every row while T2 deletes value = 20", PREVENTED,
+    T1_T2 + (("T1", "update where", "true", _everything, lambda v: v + 10),
+             ("T2", "delete where", "value = 20", lambda v: v == 20),
+             ("T1", "commit"), ("T2", "commit")),
+    lambda reads, commits, final: commits["T2"] or final != {"1": 20, "2": 30},
+    "both write row 2: T1 committed at {T1.commit}, after T2's start "
+    "{T2.start}, so T2's delete aborts (first committer wins)")
 
-def g_single(cluster=None) -> HermitageResult:
-    """G-single read skew: T1 reads row 1 before and row 2 after T2 moves 2 from row 2 to 1."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    a = run.get(t1, "1")
-    run.get(t2, "1")
-    run.get(t2, "2")
-    run.set(t2, "1", 12)
-    run.set(t2, "2", 18)
-    run.commit(t2)
-    b = run.get(t1, "2")
-    run.commit(t1)
-    final = run.final()
-    return run.result("G-single", "T1 reads row 1, T2 updates both, T1 reads row 2",
-                      PREVENTED, a + b != 30, final,
-                      "T1 reads row 2 in its snapshot at {T1.start}, from before T2's commit "
-                      "at {T2.commit}: 10 + 20, a consistent total")
+p4 = Scenario(
+    "P4", "T1 and T2 both increment row 1", PREVENTED,
+    T1_T2 + (("T1", "get", "1"), ("T2", "get", "1"),
+             ("T1", "set", "1", lambda reads: reads["T1 get 1"] + 1),
+             ("T2", "set", "1", lambda reads: reads["T2 get 1"] + 1),
+             ("T1", "commit"), ("T2", "commit")),
+    lambda reads, commits, final: all(commits.values()),
+    "both write row 1: T1 committed at {T1.commit}, after T2's start "
+    "{T2.start}, so T2's prewrite aborts (first committer wins)")
 
+g_single = Scenario(
+    "G-single", "T1 reads row 1, T2 updates both, T1 reads row 2", PREVENTED,
+    T1_T2 + (("T1", "get", "1"), ("T2", "get", "1"), ("T2", "get", "2"),
+             ("T2", "set", "1", 12), ("T2", "set", "2", 18), ("T2", "commit"),
+             ("T1", "get", "2"), ("T1", "commit")),
+    lambda reads, commits, final: reads["T1 get 1"] + reads["T1 get 2"] != 30,
+    "T1 reads row 2 in its snapshot at {T1.start}, from before T2's commit "
+    "at {T2.commit}: 10 + 20, a consistent total")
 
-def g_single_dependencies(cluster=None) -> HermitageResult:
-    """G-single with predicate reads: T1's second predicate read must not see T2's update."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.where(t1, "value % 5 = 0", lambda v: v % 5 == 0)
-    for row in run.where(t2, "value = 10", lambda v: v == 10):
-        run.set(t2, row, 12)
-    run.commit(t2)
-    later = run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.commit(t1)
-    final = run.final()
-    return run.result("G-single-dependencies", "T2 sets 10 to 12 between T1's predicate reads",
-                      PREVENTED, bool(later), final,
-                      "T1's second predicate read uses the same snapshot at {T1.start}: "
-                      "T2's 12, committed at {T2.commit}, is not in it")
+g_single_dependencies = Scenario(
+    "G-single-dependencies", "T2 sets 10 to 12 between T1's predicate reads", PREVENTED,
+    T1_T2 + (("T1", "where", "value % 5 = 0", lambda v: v % 5 == 0),
+             ("T2", "update where", "value = 10", lambda v: v == 10, lambda v: 12),
+             ("T2", "commit"), ("T1", "where", "value % 3 = 0", lambda v: v % 3 == 0),
+             ("T1", "commit")),
+    lambda reads, commits, final: reads["T1 where value % 3 = 0"],
+    "T1's second predicate read uses the same snapshot at {T1.start}: "
+    "T2's 12, committed at {T2.commit}, is not in it")
 
+g_single_write_1 = Scenario(
+    "G-single-write-1", "T2 commits 12/18, then T1 deletes where value = 20", PREVENTED,
+    T1_T2 + (("T1", "get", "1"), ("T2", "where", "true", _everything),
+             ("T2", "set", "1", 12), ("T2", "set", "2", 18), ("T2", "commit"),
+             ("T1", "delete where", "value = 20", lambda v: v == 20), ("T1", "commit")),
+    lambda reads, commits, final: commits["T1"] or final != {"1": 12, "2": 18},
+    "T1 deletes row 2 as its snapshot shows it, but T2 wrote row 2 at "
+    "{T2.commit}, after T1's start {T1.start}: T1's prewrite aborts")
 
-def g_single_write_1(cluster=None) -> HermitageResult:
-    """G-single, write variant 1: T1 deletes on a stale predicate after T2 committed; T1 aborts."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.get(t1, "1")
-    run.where(t2, "true", lambda v: True)
-    run.set(t2, "1", 12)
-    run.set(t2, "2", 18)
-    run.commit(t2)
-    for row in run.where(t1, "value = 20", lambda v: v == 20):
-        run.delete(t1, row)
-    run.commit(t1)
-    final = run.final()
-    return run.result("G-single-write-1", "T2 commits 12/18, then T1 deletes where value = 20",
-                      PREVENTED, run.commits["T1"] or final != {"1": 12, "2": 18}, final,
-                      "T1 deletes row 2 as its snapshot shows it, but T2 wrote row 2 at "
-                      "{T2.commit}, after T1's start {T1.start}: T1's prewrite aborts")
+g_single_write_2 = Scenario(
+    "G-single-write-2", "T1 deletes value = 20 while T2 updates both rows", PREVENTED,
+    T1_T2 + (("T1", "get", "1"), ("T2", "where", "true", _everything),
+             ("T2", "set", "1", 12), ("T1", "delete where", "value = 20", lambda v: v == 20),
+             ("T2", "set", "2", 18), ("T1", "commit"), ("T2", "commit")),
+    lambda reads, commits, final: all(commits.values()) or final != {"1": 10},
+    "T1's delete of row 2 committed at {T1.commit}, after T2's start "
+    "{T2.start}: T2's prewrite of row 2 aborts and T2 erases its lock on row 1")
 
+g2_item = Scenario(
+    "G2-item", "T1 and T2 read both rows, update different ones", ALLOWED,
+    T1_T2 + (("T1", "get", "1"), ("T1", "get", "2"), ("T2", "get", "1"), ("T2", "get", "2"),
+             ("T1", "set", "1", 11), ("T2", "set", "2", 21), ("T1", "commit"),
+             ("T2", "commit")),
+    lambda reads, commits, final: all(commits.values()) and final == {"1": 11, "2": 21},
+    "T1 writes only row 1 and T2 only row 2: no write-write conflict, so both "
+    "commit although each read the row the other wrote (write skew)")
 
-def g_single_write_2(cluster=None) -> HermitageResult:
-    """G-single, write variant 2: T1 deletes row 2 while T2 moves value into it; one aborts."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.get(t1, "1")
-    run.where(t2, "true", lambda v: True)
-    run.set(t2, "1", 12)
-    for row in run.where(t1, "value = 20", lambda v: v == 20):
-        run.delete(t1, row)
-    run.set(t2, "2", 18)
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("G-single-write-2", "T1 deletes value = 20 while T2 updates both rows",
-                      PREVENTED, all(run.commits.values()) or final != {"1": 10}, final,
-                      "T1's delete of row 2 committed at {T1.commit}, after T2's start "
-                      "{T2.start}: T2's prewrite of row 2 aborts and T2 erases its lock on row 1")
+g2 = Scenario(
+    "G2", "T1, T2 see no multiple of 3, then each inserts one", ALLOWED,
+    T1_T2 + (("T1", "where", "value % 3 = 0", lambda v: v % 3 == 0),
+             ("T2", "where", "value % 3 = 0", lambda v: v % 3 == 0),
+             ("T1", "set", "3", 30), ("T2", "set", "4", 42), ("T1", "commit"), ("T2", "commit")),
+    lambda reads, commits, final: all(commits.values()),
+    "each predicate read finds no multiple of 3 and the inserts are different "
+    "rows (3 and 4): no write-write conflict, so both commit")
 
-
-def g2_item(cluster=None) -> HermitageResult:
-    """G2-item write skew: T1 and T2 read both rows and each update a different one."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    for txn in (t1, t2):
-        run.get(txn, "1")
-        run.get(txn, "2")
-    run.set(t1, "1", 11)
-    run.set(t2, "2", 21)
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("G2-item", "T1 and T2 read both rows, update different ones",
-                      ALLOWED, all(run.commits.values()) and final == {"1": 11, "2": 21}, final,
-                      "T1 writes only row 1 and T2 only row 2: no write-write conflict, so both "
-                      "commit although each read the row the other wrote (write skew)")
-
-
-def g2(cluster=None) -> HermitageResult:
-    """G2 anti-dependency cycle over a predicate: both insert after an empty predicate read."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.where(t1, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.where(t2, "value % 3 = 0", lambda v: v % 3 == 0)
-    run.set(t1, "3", 30)
-    run.set(t2, "4", 42)
-    run.commit(t1)
-    run.commit(t2)
-    final = run.final()
-    return run.result("G2", "T1, T2 see no multiple of 3, then each inserts one",
-                      ALLOWED, all(run.commits.values()), final,
-                      "each predicate read finds no multiple of 3 and the inserts are different "
-                      "rows (3 and 4): no write-write conflict, so both commit")
-
-
-def g2_two_edges(cluster=None) -> HermitageResult:
-    """G2 with two anti-dependency edges and a read-only T3 (Fekete et al.'s example)."""
-    run = _Run(cluster)
-    t1, t2 = run.begin("T1"), run.begin("T2")
-    run.where(t1, "true", lambda v: True)
-    run.set(t2, "2", 25)
-    run.commit(t2)
-    t3 = run.begin("T3")
-    seen = run.where(t3, "true", lambda v: True)
-    run.commit(t3)
-    run.set(t1, "1", 0)
-    run.commit(t1)
-    final = run.final()
-    return run.result("G2-two-edges", "T2 commits, read-only T3 sees it, then T1 commits",
-                      ALLOWED, run.commits["T1"] and seen == {"1": 10, "2": 25}, final,
-                      "T1 writes row 1 and T2 row 2: no conflict; read-only T3 (start "
-                      "{T3.start}) saw T2 (committed at {T2.commit}) without T1, which read "
-                      "before T2: no serial order fits")
+g2_two_edges = Scenario(
+    "G2-two-edges", "T2 commits, read-only T3 sees it, then T1 commits", ALLOWED,
+    T1_T2 + (("T1", "where", "true", _everything), ("T2", "set", "2", 25), ("T2", "commit"),
+             ("T3", "begin"), ("T3", "where", "true", _everything), ("T3", "commit"),
+             ("T1", "set", "1", 0), ("T1", "commit")),
+    lambda reads, commits, final: commits["T1"] and reads["T3 where true"] == {"1": 10, "2": 25},
+    "T1 writes row 1 and T2 row 2: no conflict; read-only T3 (start "
+    "{T3.start}) saw T2 (committed at {T2.commit}) without T1, which read "
+    "before T2: no serial order fits")
 
 
 SCENARIOS = (g0, g1a, g1b, g1c, otv, pmp, pmp_write, p4, g_single, g_single_dependencies,

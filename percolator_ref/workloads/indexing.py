@@ -425,7 +425,7 @@ def change_rate_experiment(n_pages: int = 200, shares=(0.01, 0.05, 0.2, 0.8), se
     """
     from tqdm.auto import tqdm
     from ..cluster import Cluster
-    from ..clock import ManualClock
+    from ..services.clock import ManualClock
     if not shares or any(isinstance(s, bool) or not isinstance(s, (int, float))
                          or not 0 < s <= 1 for s in shares):
         raise ValueError(f"shares must be numbers in (0, 1], got {shares!r}")

@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from ...interceptors import Latency, attached
+from ...interceptors import Latency, attach
 from .schema import BROKER_COMM, positive_int
 from .stats import summarize
 from .transactions import TRANSACTIONS
@@ -75,7 +75,7 @@ def modeled_latency(cluster, seconds: float):
     if not seconds:
         yield
         return
-    with attached(cluster.bigtable, Latency(seconds)):
+    with attach(cluster.bigtable, Latency(seconds)):
         yield
 
 

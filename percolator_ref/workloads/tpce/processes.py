@@ -49,7 +49,7 @@ def cpu_per_trade(rounds: int = 400, customers: int = 200, seed: int = 0,
 
 
 def manual_clock():
-    from ...clock import ManualClock
+    from ...services.clock import ManualClock
     return ManualClock()
 
 

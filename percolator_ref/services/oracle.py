@@ -19,8 +19,8 @@ import os
 import threading
 from typing import Optional
 
-from .errors import OracleExhausted
-from .model import MAX_TIMESTAMP
+from ..errors import OracleExhausted
+from ..model import MAX_TIMESTAMP
 from .oracle_state import (STATE_MAGIC, format_high_water_mark, parse_high_water_mark,
                            read_high_water_mark, write_high_water_mark)
 

@@ -61,10 +61,10 @@ import threading
 import time
 from typing import Callable, Optional
 
-from .stores import is_redis, url_with
-from .clock import ManualClock
-from .interceptors import Latency
-from .step import CHECK_AND_WRITE_STEPS, Step
+from ..stores import is_redis, url_with
+from ..services.clock import ManualClock
+from ..interceptors import Latency, attach
+from ..step import CHECK_AND_WRITE_STEPS, Step
 
 PAPER_FIGURE_8 = {
     "bigtable_reads_per_s": 15513, "percolator_reads_per_s": 14590, "read_relative": 0.94,
@@ -98,8 +98,8 @@ class Figure8Store:
     """
 
     def __init__(self, n_rows: int = 1000, backend=None, client: Optional[str] = None):
-        from .cluster import Cluster
-        from .model import check_name
+        from ..cluster import Cluster
+        from ..model import check_name
         _check_positive_int(n_rows, "n_rows")
         if client is not None:
             check_name(client, "client")
@@ -163,6 +163,11 @@ def redis_figure8_store(url: str, mode: str = "combined", n_rows: int = 1000) ->
 
 # -- conditional mutations ---------------------------------------------------------
 
+SEPARATE_READ = "separate-read"
+"""The step label of :class:`SeparateChecks`'s extra read (a benchmark's model, not a step
+of the protocol)."""
+
+
 class SeparateChecks:
     """An interceptor modelling a store WITHOUT conditional mutations.
 
@@ -170,7 +175,7 @@ class SeparateChecks:
     commit of the primary, rollbacks, cleanup), it first runs a separate
     read-only row transaction on the same row (step ``"separate-read"``): the
     read RPC a client would need if the check could not travel with the
-    write. Install with ``bigtable.interceptors.append(SeparateChecks(bigtable))``.
+    write. Install with ``attach(bigtable, SeparateChecks(bigtable))``.
     """
 
     def __init__(self, bigtable):
@@ -183,7 +188,7 @@ class SeparateChecks:
         self.local.busy = True
         try:
             with self.bigtable.row_transaction(rt.table, rt.row, client=rt.client,
-                                               step=Step.SEPARATE_READ) as rt:
+                                               step=SEPARATE_READ) as rt:
                 rt.columns()
         finally:
             self.local.busy = False
@@ -300,7 +305,7 @@ def run_oracle_rates(ops: int = 20000, rounds: int = 5, batch: int = 1000,
     the rounds; each ratio to the counter is the median of the rounds' ratios.
     """
     from tqdm.auto import tqdm
-    from .oracle import TimestampOracle
+    from ..services.oracle import TimestampOracle
     for value, name in ((ops, "ops"), (rounds, "rounds"), (batch, "batch")):
         _check_positive_int(value, name)
     counter, oracle, calls = LockedCounter(), TimestampOracle(), max(ops // batch, 1)
@@ -365,10 +370,10 @@ def _stores(n_rows: int, backend, latency: float):
     else:
         store = Figure8Store(n_rows, backend)
         split = Figure8Store(n_rows, backend)
-        split.bigtable.interceptors.append(SeparateChecks(split.bigtable))
+        attach(split.bigtable, SeparateChecks(split.bigtable))
     if latency:
         for s in (store, split):
-            s.bigtable.interceptors.append(Latency(latency))
+            attach(s.bigtable, Latency(latency))
             s.cluster.oracle = OracleRoundTrip(s.cluster.oracle, latency)
     return store, split
 
@@ -631,31 +636,3 @@ def oracle_frame(result: dict):
             (f"TimestampOracle.get_timestamps({result['batch']})", result["oracle_batched_per_s"],
              result["oracle_batched_vs_locked_counter"])]
     return pd.DataFrame(rows, columns=["timestamp source", "timestamps/s", "vs locked counter"])
-
-
-class Table:
-    """A small result table with deterministic text and HTML renderings (for notebooks)."""
-
-    def __init__(self, columns: list, rows: list, title: str = ""):
-        self.columns, self.rows, self.title = list(columns), [list(r) for r in rows], title
-
-    @staticmethod
-    def _fmt(value) -> str:
-        if isinstance(value, float):
-            return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
-        return str(value)
-
-    def __repr__(self):
-        cells = [self.columns] + [[self._fmt(v) for v in r] for r in self.rows]
-        widths = [max(len(str(row[i])) for row in cells) for i in range(len(self.columns))]
-        lines = [self.title] if self.title else []
-        lines += ["  ".join(str(v).rjust(w) for v, w in zip(row, widths)) for row in cells]
-        return "\n".join(lines)
-
-    def _repr_html_(self):
-        from html import escape
-        head = "".join(f"<th>{escape(str(c))}</th>" for c in self.columns)
-        body = "".join("<tr>" + "".join(f"<td>{escape(self._fmt(v))}</td>" for v in r) + "</tr>"
-                       for r in self.rows)
-        caption = f"<caption>{escape(self.title)}</caption>" if self.title else ""
-        return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

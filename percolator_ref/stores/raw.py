@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .model import MAX_TIMESTAMP, check_name
-from .step import Step
+from ..model import MAX_TIMESTAMP, check_name
+from ..step import Step
 
 
 def check_ts(ts, argument: str = "ts") -> None:

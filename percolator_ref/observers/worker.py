@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
-from .observers import process_notification
+from .notifications import process_notification
 
 
 class Worker:

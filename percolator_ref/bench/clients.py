@@ -37,10 +37,10 @@ import os
 import statistics
 import threading
 import time
-from .bench import COLUMN, PAPER_FIGURE_8, RAW_TABLE, TABLE, Figure8Store
-from .clock import WallClock
-from .oracle import BatchingOracleClient
-from .stores import url_with
+from .figure8 import COLUMN, PAPER_FIGURE_8, RAW_TABLE, TABLE, Figure8Store
+from ..services.clock import WallClock
+from ..services.oracle import BatchingOracleClient
+from ..stores import url_with
 
 OPS = ("bigtable_read", "percolator_get", "bigtable_write", "percolator_write",
        "percolator_write_separate")
@@ -77,7 +77,7 @@ class ClientProcess:
     """
 
     def __init__(self, url: str, index: int, threads: int, read_rows: int = READ_ROWS):
-        from .cluster import Cluster
+        from ..cluster import Cluster
         self.index, self.threads, self.read_rows = index, threads, read_rows
         self.worker = f"bench-client-{index}"
         self.clusters = {}

@@ -21,11 +21,11 @@ from typing import Callable, Iterable, Optional
 
 import pandas as pd
 
-from .checker import History, TxnRecord
-from .errors import ClientCrash
-from .model import DEFAULT_TABLE
-from .step import CRASH_POINTS
-from .trace import RowTransactionEvent
+from ..checking.checker import History, TxnRecord
+from ..errors import ClientCrash
+from ..model import DEFAULT_TABLE
+from ..step import CRASH_POINTS
+from ..trace import RowTransactionEvent
 
 # -- transactions, traces, Hermitage and crashes (notebooks 01-03) -----------------------
 

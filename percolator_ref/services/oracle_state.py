@@ -30,7 +30,7 @@ import re
 import zlib
 from typing import Optional
 
-from .errors import OracleStateCorrupt
+from ..errors import OracleStateCorrupt
 STATE_MAGIC = "PERCOLATOR-ORACLE"
 STATE_VERSION = "v1"
 _MARK = re.compile(r"0|[1-9][0-9]*", re.ASCII)

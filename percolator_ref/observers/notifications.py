@@ -44,11 +44,11 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from . import cleanup
-from .errors import ObserverLoopError
-from .model import Cell, ack_col, check_cell, check_name, notify_col, write_col
-from .step import Step
-from .transaction import snapshot_read
+from .. import cleanup
+from ..errors import ObserverLoopError
+from ..model import Cell, ack_col, check_cell, check_name, notify_col, write_col
+from ..step import Step
+from ..transaction import snapshot_read
 
 RETRY_LIMIT = 1000      # conflicts in a row before a run gives up (a livelock guard)
 

@@ -16,7 +16,16 @@ checks the rules of snapshot isolation and names what breaks them:
   one cell whose [start_ts, commit_ts] intervals overlap (SI's
   first-committer-wins rule broken);
 - ``timestamp order``: a commit_ts not above its start_ts, or a timestamp
-  given to two transactions.
+  given to two transactions;
+- ``external order``: a transaction that began, in real time, after another
+  one had committed (its client told so) read a cell that one wrote and
+  missed the write, because its ``start_ts`` is below the writer's
+  ``commit_ts``. Snapshot isolation alone allows it; the oracle's timestamps
+  never produce it (they follow real time), timestamps from skewed clocks do
+  unless the commit waits (Spanner's commit wait, notebook 10). Real time is
+  the cluster clock: ``began_at`` is read before the start timestamp is
+  asked for, ``ended_at`` when the commit is acknowledged; only records with
+  both are checked.
 
 Write skew (G2-item) is allowed by snapshot isolation and is not reported.
 """
@@ -28,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Cell, write_col
+from ..model import Cell, TxStatus, WriteKind, write_col
 
 
 @dataclass
@@ -37,13 +46,15 @@ class TxnRecord:
     client: str
     start_ts: int
     commit_ts: Optional[int] = None
-    status: str = "open"           # open / committed / aborted / crashed
+    status: TxStatus = TxStatus.OPEN
     reads: list = field(default_factory=list)     # [(cell, version, value)]
     writes: list = field(default_factory=list)    # [(cell, kind_name, value)]
+    began_at: Optional[float] = None   # cluster clock before start_ts was asked for
+    ended_at: Optional[float] = None   # cluster clock when its commit was acknowledged
 
     @property
     def committed(self) -> bool:
-        return self.status == "committed"
+        return self.status == TxStatus.COMMITTED
 
 
 class History:
@@ -53,8 +64,9 @@ class History:
         self.records: list[TxnRecord] = []
         self._lock = threading.Lock()
 
-    def begin(self, txn) -> TxnRecord:
-        record = TxnRecord(txn.client, txn.start_ts)
+    def begin(self, txn, began_at: Optional[float] = None) -> TxnRecord:
+        """Record a new transaction; ``began_at``: real time before its start_ts was taken."""
+        record = TxnRecord(txn.client, txn.start_ts, began_at=began_at)
         with self._lock:
             self.records.append(record)
         return record
@@ -63,14 +75,16 @@ class History:
         record = txn.record
         record.status, record.commit_ts = txn.status, txn.commit_ts
         record.writes = [(m.cell, m.kind.name, m.value) for m in txn.writes.values()]
+        if record.committed:             # acknowledged now (a crashed client never was)
+            record.ended_at = txn.cluster.clock.now()
 
     def resolve_crashed(self, bigtable) -> None:
         """Settle each crashed transaction by its primary: committed iff it has a write record."""
         for record in self.records:
-            if record.status not in ("crashed", "unknown"):
+            if record.status not in (TxStatus.CRASHED, TxStatus.UNKNOWN):
                 continue
             record.commit_ts = _primary_commit_ts(bigtable, record)
-            record.status = "committed" if record.commit_ts is not None else "aborted"
+            record.status = TxStatus.COMMITTED if record.commit_ts is not None else TxStatus.ABORTED
 
     def clear(self) -> None:
         with self._lock:
@@ -86,7 +100,7 @@ def _primary_commit_ts(bigtable, record: TxnRecord) -> Optional[int]:
     primary: Cell = record.writes[0][0]
     for commit_ts, write in bigtable.versions(primary.table, primary.row, write_col(primary.column)):
         if write.start_ts == record.start_ts:
-            return commit_ts
+            return None if write.kind is WriteKind.ROLLBACK else commit_ts
     return None
 
 
@@ -130,6 +144,7 @@ def check_history(records) -> CheckReport:
     by_start = {r.start_ts: r for r in records}
     anomalies = _check_timestamps(records)
     anomalies += _check_writers(writers)
+    anomalies += check_external_order(records, writers)
     reads = 0
     index = {cell: CellVersions(versions) for cell, versions in writers.items()}
     empty = CellVersions([])
@@ -194,6 +209,46 @@ def _check_writers(writers: dict) -> list:
                 anomalies.append(Anomaly(name, f"{r1.client} [{r1.start_ts},{c1}] and "
                                          f"{r2.client} [{r2.start_ts},{c2}] both committed "
                                          f"writes to {cell}", (r1.client, r2.client)))
+    return anomalies
+
+
+class FinishedWriters:
+    """A cell's committed writers by the real time their commit was acknowledged."""
+
+    def __init__(self, versions: list):
+        timed = sorted((v[1].ended_at, v[0], v[1]) for v in versions if v[1].ended_at is not None)
+        self.ended_at = [t for t, _, _ in timed]
+        self.newest = []                 # newest commit among the first i+1 to finish
+        for _, commit_ts, record in timed:
+            if not self.newest or commit_ts > self.newest[-1][0]:
+                self.newest.append((commit_ts, record))
+            else:
+                self.newest.append(self.newest[-1])
+
+    def newest_finished_before(self, t: float):
+        """``(commit_ts, record)`` of the newest commit acknowledged strictly before ``t``."""
+        i = bisect.bisect_left(self.ended_at, t)
+        return self.newest[i - 1] if i else None
+
+
+def check_external_order(records, writers: dict) -> list:
+    """``external order`` anomalies: a read that missed a commit acknowledged before the
+    reader began (real time), its commit_ts being above the reader's start_ts."""
+    finished = {cell: FinishedWriters(versions) for cell, versions in writers.items()}
+    anomalies = []
+    for reader in records:
+        if reader.began_at is None:
+            continue
+        for cell in dict.fromkeys(c for c, _, _ in reader.reads):
+            found = finished[cell].newest_finished_before(reader.began_at) \
+                if cell in finished else None
+            if found is not None and found[0] > reader.start_ts:
+                writer = found[1]
+                anomalies.append(Anomaly("external order", (
+                    f"{reader.client} began at {reader.began_at:g} s, after {writer.client}'s "
+                    f"commit of {cell} was acknowledged at {writer.ended_at:g} s, yet its "
+                    f"start_ts {reader.start_ts} is below that commit_ts {found[0]}: it missed "
+                    f"the write"), (reader.client, writer.client)))
     return anomalies
 
 

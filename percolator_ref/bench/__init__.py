@@ -1,0 +1,3 @@
+"""Benchmarks: Figure 8 in process and the oracle's rates (:mod:`.figure8`), and Figure 8
+with client processes (:mod:`.clients`)."""
+from .figure8 import *  # noqa: F401,F403  (the old path percolator_ref.bench)

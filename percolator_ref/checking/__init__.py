@@ -1,0 +1,2 @@
+"""Checking what ran: the recorded history of transactions and the snapshot-isolation
+checker (:mod:`.checker`)."""

@@ -1,0 +1,275 @@
+"""The instructor's workflow: submissions, one notebook per exercise, names, safe feedback text.
+
+``percolator grade`` reads a path as *submissions*:
+
+- a notebook, or a ``.zip`` of notebooks, is one submission;
+- a folder is a set of submissions, one per top-level entry: a sub-folder (all
+  notebooks below it), a ``.zip``, or a single notebook. This is how a class's
+  download is laid out (one folder or archive per student).
+
+Rules, each visible in the CSV (columns ``submission``, ``counted``, ``flags``),
+the terminal report and Gradescope's ``results.json``:
+
+- **One notebook per exercise.** In one submission only one notebook per
+  exercise counts: the one whose file name is the exercise's own
+  (``05_timestamp_oracle.ipynb``), else the first by path. The others are not
+  run; their row says which notebook counts instead, and they carry no points.
+  Two copies of a 6/8 notebook score 6 of 8, never 12.
+- **One assignment** (``--exercise N``). A notebook for another exercise is not
+  run and scores 0 of exercise N's checks, with the reason; a submission with no
+  notebook for N gets a row saying so.
+- **Duplicate names.** A student name (``metadata.percolator.student``, else the
+  path) found in more than one submission is flagged on every row that has it:
+  a notebook naming another student never silently gives them a second row.
+- **Escaped text.** Everything a notebook can influence (its error messages,
+  names, file names) goes through :func:`escape_text` before it is printed or
+  written: control characters, terminal escapes and bidirectional overrides
+  become visible ``\\x1b``-style escapes, so no forged line can look like a
+  ``PASS``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import exercise as exercise_module
+from .battery import Result
+from .feedback import escape_text
+
+MB = 1 << 20
+MAX_ZIP_MB = 200            # uncompressed notebooks in one archive
+MAX_ZIP_NOTEBOOKS = 200
+
+
+# -- finding submissions ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Submission:
+    """One student's submission: its name as the class download has it, and its notebooks."""
+    name: str
+    notebooks: tuple
+    shown: tuple = ()        # how each notebook is named in reports (a zip member: "a.zip!/x")
+    error: str = ""          # why it could not be read (a broken zip)
+
+
+def notebooks_under(folder: Path) -> list:
+    return sorted(p for p in folder.rglob("*.ipynb")
+                  if ".ipynb_checkpoints" not in p.parts and p.is_file())
+
+
+def find_submissions(path, unpack_dir) -> list:
+    """The submissions at ``path`` (see the module docstring); zips are unpacked in ``unpack_dir``.
+
+    Raises FileNotFoundError when ``path`` does not exist.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"path {str(path)!r} does not exist")
+    if path.is_file():
+        return [_one(path, Path(unpack_dir))]
+    subs = []
+    for entry in sorted(path.iterdir()):
+        if entry.is_dir() and entry.name != ".ipynb_checkpoints":
+            found = notebooks_under(entry)
+            if found:
+                subs.append(Submission(entry.name, tuple(found),
+                                       tuple(str(p) for p in found)))
+        elif entry.is_file() and entry.suffix in (".ipynb", ".zip"):
+            subs.append(_one(entry, Path(unpack_dir)))
+    return subs
+
+
+def whole_submission(folder, unpack_dir, name: str = "submission") -> Submission:
+    """Everything under ``folder`` as one submission (Gradescope's): notebooks and zipped ones."""
+    notebooks, shown, errors = [], [], []
+    for p in notebooks_under(Path(folder)):
+        notebooks.append(p)
+        shown.append(str(p.relative_to(folder)))
+    for z in sorted(Path(folder).rglob("*.zip")):
+        inner = _one(z, Path(unpack_dir))
+        notebooks += inner.notebooks
+        shown += [f"{z.relative_to(folder)}!/{s.split('!/', 1)[1]}" for s in inner.shown]
+        errors += [inner.error] if inner.error else []
+    return Submission(name, tuple(notebooks), tuple(shown),
+                      "; ".join(errors) if errors and not notebooks else "")
+
+
+def _one(path: Path, unpack_dir: Path) -> Submission:
+    if path.suffix == ".zip":
+        into = Path(tempfile.mkdtemp(prefix="zip-", dir=unpack_dir))
+        try:
+            members = unpack_zip(path, into)
+        except ValueError as exc:
+            return Submission(path.stem, (), (), str(exc))
+        return Submission(path.stem, tuple(into / m for m in members),
+                          tuple(f"{path}!/{m}" for m in members))
+    return Submission(path.stem, (path,), (str(path),))
+
+
+def unpack_zip(path: Path, into: Path) -> list:
+    """Extract only the ``*.ipynb`` members of ``path`` into ``into``; their relative names.
+
+    A member with an absolute or climbing name, a symbolic link, too many
+    notebooks or too many bytes is refused (ValueError); nothing else is written.
+    """
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(f"{path.name} is not a readable zip: {exc}") from None
+    with archive:
+        members = [i for i in archive.infolist() if not i.is_dir() and i.filename.endswith(".ipynb")
+                   and "__MACOSX" not in i.filename and ".ipynb_checkpoints" not in i.filename]
+        if len(members) > MAX_ZIP_NOTEBOOKS or sum(i.file_size for i in members) > MAX_ZIP_MB * MB:
+            raise ValueError(f"{path.name} holds more than {MAX_ZIP_NOTEBOOKS} notebooks "
+                             f"or {MAX_ZIP_MB} MB")
+        names = []
+        for info in members:
+            parts = Path(info.filename).parts
+            if info.filename.startswith("/") or ".." in parts or (info.external_attr >> 28) == 0xA:
+                raise ValueError(f"{path.name}: refused member {escape_text(info.filename)!r}")
+            target = into.joinpath(*parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            names.append("/".join(parts))
+    return sorted(names)
+
+
+def notebook_exercise(path: Path):
+    """``metadata.percolator.exercise`` read as plain JSON (no validation), or None."""
+    try:
+        if path.stat().st_size > 20 * MB:
+            return None
+        n = json.loads(path.read_text(errors="replace"))["metadata"]["percolator"]["exercise"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+# -- which notebook counts ----------------------------------------------------------
+
+def choose(sub: Submission, exercises_dir, only=None) -> tuple:
+    """``(counted, skipped)``: the notebooks to run, and ``(index, exercise, reason)`` of the rest.
+
+    One notebook per exercise counts (the exercise's own file name, else the
+    first by path); with ``only=N``, only exercise N's notebook runs and the
+    others are skipped with why. A notebook whose exercise is unknown is run (its
+    grade says what is wrong).
+    """
+    counted, skipped, chosen = [], [], {}
+    exercises = [notebook_exercise(p) for p in sub.notebooks]
+    for n in sorted({e for e in exercises if e is not None}):
+        mine = [i for i, e in enumerate(exercises) if e == n]
+        own = [i for i in mine if _own_name(sub.notebooks[i], n, exercises_dir)]
+        chosen[n] = (own or mine)[0]
+    for i, n in enumerate(exercises):
+        if only is not None and n is not None and n != only:
+            skipped.append((i, n, f"this notebook is exercise {n}; this run grades exercise "
+                                  f"{only} (--exercise {only}): it scores 0"))
+        elif n is not None and chosen[n] != i:
+            first = sub.shown[chosen[n]] if sub.shown else str(sub.notebooks[chosen[n]])
+            skipped.append((i, n, f"not counted: only one notebook per exercise counts in a "
+                                  f"submission, and for exercise {n} it is {first}"))
+        else:
+            counted.append(i)
+    return counted, skipped
+
+
+def _own_name(path: Path, n: int, exercises_dir) -> bool:
+    return any(p.name == path.name for p in Path(exercises_dir).glob(f"{n:02d}_*.ipynb"))
+
+
+def zero_grade(grade_type, path: str, student: str, n: int, reason: str, counted: bool):
+    """A grade for a notebook that was not run: 0 of exercise ``n``'s checks, or no points at all."""
+    g = grade_type(path, student, exercise=n, problems=[reason])
+    try:
+        spec = exercise_module(n).exercise
+    except (TypeError, ValueError):
+        return g
+    g.title = spec.title
+    if counted:
+        g.total = len(spec)
+        g.checks = [Result(c.name, False, reason[:300]) for c in spec.checks]
+    return g
+
+
+# -- duplicate names ----------------------------------------------------------------
+
+def flag_duplicate_names(grades) -> None:
+    """Add a flag to every grade whose student name appears in another submission."""
+    where = {}
+    for g in grades:
+        where.setdefault(g.student, set()).add(g.submission)
+    for g in grades:
+        others = sorted(where[g.student] - {g.submission})
+        if others:
+            g.flags.append(f"duplicate student name {g.student!r}: also in submission(s) "
+                           + ", ".join(others))
+
+
+# -- the whole run ------------------------------------------------------------------
+
+def grade_submissions(path, exercises_dir, limits, jobs: int = 1, only=None, progress=None,
+                      whole: bool = False) -> list:
+    """Grade every submission at ``path``: one row per notebook, rules as the module says.
+
+    ``only``: the assignment's exercise number (``--exercise``), or None.
+    ``progress``: a tqdm bar (its total is set here) or None.
+    ``whole``: the folder ``path`` is one submission (Gradescope's), not one per entry.
+    """
+    from .grader import grade_all
+    if only is not None:
+        exercise_module(only)             # a clear error for a wrong number, before any work
+    unpack = Path(tempfile.mkdtemp(prefix="percolator-unpack-"))
+    try:
+        subs = [whole_submission(path, unpack)] if whole else find_submissions(path, unpack)
+        runs = [(s, choose(s, exercises_dir, only)) for s in subs]
+        paths = [s.notebooks[i] for s, (counted, _) in runs for i in counted]
+        if progress is not None:
+            progress.total = len(paths)
+            progress.refresh()
+        folder = Path(path) if Path(path).is_dir() else None
+        graded = iter(grade_all(paths, exercises_dir, limits, jobs=jobs, folder=folder,
+                                progress=progress))
+        grades = [g for s, (counted, skipped) in runs
+                  for g in _rows(s, counted, skipped, graded, folder, only)]
+    finally:
+        shutil.rmtree(unpack, ignore_errors=True)
+    flag_duplicate_names(grades)
+    return grades
+
+
+def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
+    """The rows of one submission, in its notebooks' order, each named as the download names it."""
+    from .grader import Grade, student_name
+    if sub.error:
+        return [_named(Grade(sub.name, sub.name, problems=[sub.error]), sub, None)]
+    rows = {}
+    for i in counted:
+        g = next(graded)
+        if g.student == student_name(None, sub.notebooks[i], folder):
+            g.student = sub.name                  # no name in the metadata: the download's
+        rows[i] = _named(g, sub, i)
+    has_own = only is None or any(g.exercise == only and g.total for g in rows.values())
+    for i, n, reason in skipped:
+        stands_in = not has_own and n != only     # the assignment's row: 0 of its checks
+        g = zero_grade(Grade, sub.shown[i], sub.name, only if stands_in else n, reason, stands_in)
+        rows[i] = _named(g, sub, i, counted=stands_in)
+        has_own = has_own or stands_in
+    out = [rows[i] for i in sorted(rows)]
+    if not has_own:
+        out.append(_named(zero_grade(Grade, sub.name, sub.name, only, f"no notebook for exercise "
+                                     f"{only} in this submission: it scores 0", True), sub, None))
+    return out
+
+
+def _named(g, sub: Submission, index, counted: bool = True):
+    g.submission = sub.name
+    g.counted = counted
+    if index is not None:
+        g.path = sub.shown[index]
+    return g

@@ -1,0 +1,467 @@
+"""Least privilege (issue 19, item 4): attacks through file descriptors, flags, devices,
+other submissions and aliased modules score 0 and harm nothing, as root and as an
+unprivileged user.
+
+Each hostile answer below is exercise 5's wrong oracle plus an attack; an attack
+that succeeds records it in ``HARMED`` and then defines the correct oracle, so
+any success shows as a score above 0, besides the harm the test looks for
+(modes, owners, mtimes, flags of the kit's files, processes left running).
+
+:mod:`percolator_ref.grading.privileges`'s kernel layers are also tested alone
+(no audit hook, no Landlock): a process that called ``isolate`` cannot change a
+file outside its directory through a descriptor, read ``/etc/shadow`` or keep a
+``setsid`` double fork alive after its grading ends.
+"""
+import ctypes
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from percolator_ref.grading import privileges
+from percolator_ref.grading.grader import Limits, grade_all
+from percolator_ref.grading.sandbox import check_write, denied_module, fd_inside
+from grading_helpers import REPO, solution_answer, student_notebook
+
+ROOT = os.geteuid() == 0
+LINUX = sys.platform.startswith("linux")
+WRONG_ORACLE = '''
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.next = first_timestamp
+
+    def get_timestamp(self):
+        self.next += 1
+        return self.next
+'''
+UNLOCK = '''
+if HARMED:                      # the attack worked: now answer correctly, so the grade shows it
+    exec({solution!r})
+'''
+VICTIMS = '''
+import os, sys, percolator_ref
+HARMED = []
+VICTIMS = [os.path.realpath(sys.executable), percolator_ref.__file__, {pristine!r}]
+
+
+def attempt(name, action):
+    try:
+        action()
+    except Exception:
+        return
+    HARMED.append(name)
+'''
+ATTACKS = {
+    "changes kit files through a file descriptor": '''
+import fcntl, struct
+for victim in VICTIMS:
+    def fd():
+        return os.open(victim, os.O_RDONLY)
+    attempt("fchmod", lambda: os.chmod(fd(), 0o777))
+    attempt("os.fchmod", lambda: os.fchmod(fd(), 0o777))
+    attempt("fchown", lambda: os.chown(fd(), 4242, 4242))
+    attempt("os.fchown", lambda: os.fchown(fd(), 4242, 4242))
+    attempt("futimes", lambda: os.utime(fd(), (0, 0)))
+    attempt("futimens", lambda: os.utime(fd(), ns=(0, 0)))
+    attempt("fsetxattr", lambda: os.setxattr(fd(), "user.harm", b"1"))
+    attempt("ftruncate", lambda: os.truncate(fd(), 0))
+    attempt("ftruncate rw", lambda: os.truncate(os.open(victim, os.O_RDWR), 0))
+''',
+    "sets an immutable flag": '''
+import fcntl, struct
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x40086602, 0x10, 0x20
+open("stuck.txt", "w").write("x")
+for victim in VICTIMS + ["stuck.txt", "."]:
+    def flag(victim=victim):
+        fd = os.open(victim, os.O_RDONLY)
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", FS_IMMUTABLE_FL | FS_APPEND_FL))
+    attempt("immutable " + victim, flag)
+''',
+    "reads /etc/shadow and device nodes": '''
+attempt("/etc/shadow", lambda: open("/etc/shadow", "rb").read(1) or 1 / 0)
+for device in ["/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/mem", "/dev/kmsg", "/dev/port"]:
+    attempt(device, lambda: open(device, "rb").read(1) or 1 / 0)
+    attempt(device + " write", lambda: open(device, "wb").write(b"PASS\\n"))
+''',
+    "reads the other submissions": '''
+import glob
+for path in glob.glob("{subs}/*.ipynb") + ["{subs}/0.ipynb", "{subs}/1.ipynb"]:
+    attempt("read " + path, lambda: open(path).read(1) or 1 / 0)
+    attempt("os.open " + path, lambda: os.read(os.open(path, os.O_RDONLY), 1) or 1 / 0)
+attempt("list", lambda: os.listdir("{subs}") or 1 / 0)
+''',
+    "a setsid fork through an aliased _posixsubprocess": '''
+import importlib.machinery, importlib.util, time
+spec = importlib.machinery.PathFinder.find_spec("_posixsubprocess")
+
+
+def keep_writing():
+    os.setsid()
+    while True:
+        with open("heartbeat", "a") as f:
+            f.write("alive\\n")
+        time.sleep(0.05)
+
+
+def spawn(name, path):
+    alias = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(alias)
+    alias.loader.exec_module(module)
+    module.fork_exec(["/bin/sleep", "{mark}"], [b"/bin/sleep"], True, (), None, None,
+                     -1, -1, -1, -1, -1, -1, *os.pipe(), False, True, -1, None, None,
+                     None, -1, keep_writing)
+    time.sleep(0.3)
+
+
+if spec is not None and spec.origin:
+    copy = os.path.join(os.getcwd(), "innocent.so")
+    try:                                     # allowed (a read and a write inside): not harm
+        __import__("shutil").copyfile(spec.origin, copy)
+    except Exception:
+        pass
+    for name, path in [("innocent._posixsubprocess", spec.origin),
+                       ("_posixsubprocess", copy), ("x._posixsubprocess", copy)]:
+        attempt("fork_exec as " + name, lambda: spawn(name, path))
+''',
+}
+MARK = "876.5432"
+
+
+def hostile_answers(pristine: Path, subs: Path) -> dict:
+    unlock = UNLOCK.format(solution=solution_answer(5))
+    head = VICTIMS.format(pristine=str(pristine))
+    return {name: WRONG_ORACLE + head + attack.replace("{mark}", MARK).replace("{subs}", str(subs))
+            + unlock for name, attack in ATTACKS.items()}
+
+
+def snapshot(paths) -> dict:
+    """What an attack could change: mode, owner, mtime, size, and the inode flags."""
+    out = {}
+    for p in paths:
+        st = os.stat(p)
+        out[str(p)] = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_mtime_ns,
+                       st.st_size, lsattr(p))
+    return out
+
+
+def lsattr(path) -> str:
+    """The inode flags (immutable, append-only, ...) as ``lsattr`` shows them; "" without it."""
+    if shutil.which("lsattr") is None:
+        return ""
+    proc = subprocess.run(["lsattr", "-d", str(path)], capture_output=True, text=True)
+    return proc.stdout.split()[0] if proc.returncode == 0 and proc.stdout else ""
+
+
+def restore(before: dict) -> None:
+    """Undo any harm (so a failing test does not break the machine), before asserting."""
+    for p, (mode, uid, gid, mtime, _, flags) in before.items():
+        if shutil.which("chattr"):
+            subprocess.run(["chattr", "-i", "-a", p], capture_output=True)
+        try:
+            os.chmod(p, mode)
+            if ROOT:
+                os.chown(p, uid, gid)
+            os.utime(p, ns=(mtime, mtime))
+        except OSError:
+            pass
+
+
+def survivors(marker: str) -> list:
+    """Processes whose environment or command line holds ``marker`` (a grading's temp dir)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            text = (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in text or MARK.encode() in text:
+            found.append(int(entry.name))
+    return found
+
+
+# -- as the user running the tests ----------------------------------------------------------
+
+@pytest.fixture
+def arena(tmp_path, monkeypatch):
+    exercises = tmp_path / "exercises"
+    shutil.copytree(REPO / "exercises", exercises)
+    gradetmp = tmp_path / "gradetmp"
+    gradetmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(gradetmp))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    return {"exercises": exercises, "gradetmp": gradetmp, "subs": subs}
+
+
+def victims(exercises: Path) -> list:
+    import percolator_ref
+    return [os.path.realpath(sys.executable), percolator_ref.__file__,
+            str(next(exercises.glob("05_*.ipynb")))]
+
+
+@pytest.mark.skipif(not LINUX, reason="file descriptors in /proc, lsattr: Linux")
+def test_fd_flag_device_and_alias_attacks_score_zero_and_harm_nothing(arena):
+    pristine = next(arena["exercises"].glob("05_*.ipynb"))
+    answers = hostile_answers(pristine, arena["subs"])
+    paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answer)
+             for i, answer in enumerate(answers.values())]
+    before = snapshot(victims(arena["exercises"]))
+    try:
+        grades = grade_all(paths, arena["exercises"], Limits(timeout=20, scenario_timeout=5), jobs=2)
+        after = snapshot(victims(arena["exercises"]))
+    finally:
+        restore(before)
+    left = survivors(str(arena["gradetmp"]))
+    for pid in left:
+        os.kill(pid, 9)
+    assert after == before
+    assert left == []
+    assert list(arena["gradetmp"].iterdir()) == []          # nothing immutable stopped cleanup
+    for name, g in zip(answers, grades):
+        assert g.total == 8 and g.n_passed == 0, (name, g.summary())
+        assert "private uid" in g.sandbox or not ROOT, g.sandbox
+
+
+def test_the_guard_refuses_changes_through_a_descriptor_outside(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    inside = os.open(work, os.O_RDONLY)
+    outside = os.open(sys.executable, os.O_RDONLY)
+    try:
+        fd_inside("os.chmod", inside, str(work))                    # its own directory: allowed
+        for event, args in [("os.chmod", (outside, 0o777, -1)), ("os.chown", (outside, 1, 1, -1)),
+                            ("os.utime", (outside, (0, 0), None, -1)),
+                            ("os.setxattr", (outside, "user.x", b"1", 0))]:
+            with pytest.raises(PermissionError, match="file descriptor outside"):
+                check_write(event, args, (0,), str(work))
+        with pytest.raises(PermissionError, match="file descriptor outside"):
+            fd_inside("os.chmod", 99999, str(work))                    # not an open descriptor
+    finally:
+        os.close(inside)
+        os.close(outside)
+    modules = frozenset({"_posixsubprocess", "_ctypes"})
+    assert denied_module(("x._posixsubprocess", "/lib/innocent.so"), modules)
+    assert denied_module(("innocent", "/lib/_posixsubprocess.cpython-311.so"), modules)
+    assert not denied_module(("json", None, None, None, None), modules)
+
+
+# -- the kernel layers alone (no audit hook, no Landlock) ------------------------------------
+
+LAYER_PROBE = '''
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from percolator_ref.grading import privileges
+work, victim = sys.argv[2], sys.argv[3]
+spec = json.loads(sys.argv[4])
+out = {"layers": privileges.isolate(spec, work)}
+sys.stdout.reconfigure(line_buffering=True)
+errors = {}
+for name, action in [("fchmod", lambda fd: os.chmod(fd, 0o777)),
+                     ("fchown", lambda fd: os.chown(fd, 4242, 4242)),
+                     ("futimes", lambda fd: os.utime(fd, (0, 0)))]:
+    fd = os.open(victim, os.O_RDONLY)
+    try:
+        action(fd)
+        errors[name] = "done"
+    except OSError as exc:
+        errors[name] = exc.strerror
+for path in ["/etc/shadow"]:
+    try:
+        open(path, "rb").read(1)
+        errors[path] = "read"
+    except OSError as exc:
+        errors[path] = exc.strerror
+out["errors"] = errors
+with open(os.path.join(work, "mine.txt"), "w") as f:
+    f.write("own directory stays writable")
+if os.fork() == 0:                            # a double fork in its own session, writing on
+    os.setsid()
+    if os.fork() == 0:
+        os.chdir(work)
+        while True:
+            with open("heartbeat", "a") as f:
+                f.write("{mark}\\n")
+            time.sleep(0.02)
+    os._exit(0)
+time.sleep(0.2)
+print(json.dumps(out))
+'''
+
+
+def run_probe(tmp_path, uid=None):
+    """Run LAYER_PROBE (as ``uid`` when given: root only), return its report and heartbeat."""
+    base = tmp_path / "base"
+    work = base / "work"
+    work.mkdir(parents=True)
+    victim = base / "victim.txt"          # beside the work dir: reachable by the private uid
+    victim.write_text("kit file")
+    spec = {"namespaces": True, "expose": [sys.prefix, sys.base_prefix, str(REPO)]}
+    if uid is None:
+        spec = privileges.plan(spec["expose"])
+        privileges.prepare_workdir(base, work, spec)
+    else:
+        for p in [tmp_path] + sorted(tmp_path.rglob("*")):
+            os.chown(p, uid, uid)
+    before = snapshot([victim])
+    probe = LAYER_PROBE.replace("{mark}", MARK)
+    argv = [sys.executable, "-c", probe, str(REPO), str(work), str(victim), json.dumps(spec)]
+    with open(tmp_path / "probe.out", "w+") as out:    # not a pipe: a survivor would hold it
+        proc = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=60, cwd=work,
+                              preexec_fn=None if uid is None else as_user(uid, tmp_path))
+    text = (tmp_path / "probe.out").read_text()
+    survived = survivors(MARK)
+    for pid in survived:                              # do not leave it running on a failure
+        os.kill(pid, 9)
+    assert proc.returncode == 0, text
+    assert survived == [], "the double fork outlived its grading"
+    report = json.loads(text.strip().splitlines()[-1])
+    beat = (work / "heartbeat").stat().st_size
+    return report, before, snapshot([victim]), work, beat
+
+
+def as_user(uid: int, home: Path):
+    """A pre-exec: the Python installation and ``home`` exposed (they may live in directories
+    only root enters: /root, pytest's temp dirs), then ``uid``."""
+    def drop():
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.unshare(privileges.CLONE_NEWNS) != 0 or \
+                libc.mount(None, b"/", None, privileges.MS_REC | privileges.MS_PRIVATE, None) != 0:
+            raise OSError(ctypes.get_errno(), "cannot make a private mount namespace")
+        for _ in range(4):
+            privileges.expose([sys.prefix, sys.base_prefix, str(REPO), str(home)])
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    return drop
+
+
+def check_probe(report, before, after, work, beat):
+    import time
+    if "namespaces unavailable" in report["layers"]:
+        pytest.skip(f"this kernel refuses the namespaces: {report['layers']}")
+    assert after == before, report
+    assert set(report["errors"].values()) <= {"Read-only file system", "Operation not permitted",
+                                              "Permission denied"}, report
+    assert "PID namespace" in report["layers"] and "read-only mounts" in report["layers"], report
+    assert (work / "mine.txt").read_text() == "own directory stays writable"
+    time.sleep(0.3)
+    assert (work / "heartbeat").stat().st_size == beat        # the double fork died with it
+    assert survivors(MARK) == []
+
+
+@pytest.mark.skipif(not LINUX, reason="namespaces: Linux")
+def test_kernel_layers_alone_as_this_user(tmp_path):
+    check_probe(*run_probe(tmp_path))
+
+
+@pytest.mark.skipif(not (LINUX and ROOT), reason="dropping to another uid needs root")
+def test_kernel_layers_alone_as_an_unprivileged_user(tmp_path):
+    uid = privileges.free_uid()
+    report, *rest = run_probe(tmp_path, uid)
+    assert "user namespace" in report["layers"] and "private uid" not in report["layers"]
+    check_probe(report, *rest)
+
+
+# -- the whole grader as an unprivileged user (the tests run as root) ------------------------
+
+AS_USER_GRADER = '''
+import json, sys, tempfile
+kit = sys.argv[1]
+sys.path.insert(0, kit)
+tempfile.tempdir = sys.argv[3]
+from percolator_ref.grading.grader import Limits, grade_all
+paths = json.loads(sys.argv[2])
+grades = grade_all(paths, kit + "/exercises", Limits(timeout=20, scenario_timeout=5), jobs=2)
+print(json.dumps([[g.n_passed, g.total, g.sandbox, g.summary()] for g in grades]))
+'''
+
+
+@pytest.mark.skipif(not (LINUX and ROOT), reason="dropping to another uid needs root")
+def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path):
+    """The grader itself runs as an ordinary user who owns the kit (a copy of it)."""
+    uid = privileges.free_uid()
+    kit = tmp_path / "kit"
+    shutil.copytree(REPO / "percolator_ref", kit / "percolator_ref",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "exercises", kit / "exercises")
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "gradetmp").mkdir()
+    pristine = next((kit / "exercises").glob("05_*.ipynb"))
+    answers = hostile_answers(pristine, tmp_path / "subs")
+    paths = [str(student_notebook(tmp_path / "subs" / f"{i}.ipynb", 5, a))
+             for i, a in enumerate(answers.values())]
+    for p in [tmp_path] + sorted(tmp_path.rglob("*")):
+        os.chown(p, uid, uid, follow_symlinks=False)
+    watched = [str(kit / "percolator_ref" / "__init__.py"), str(pristine)]
+    before = snapshot(watched)
+    try:
+        proc = subprocess.run([sys.executable, "-c", AS_USER_GRADER, str(kit), json.dumps(paths),
+                               str(tmp_path / "gradetmp")], capture_output=True, text=True,
+                              timeout=240, preexec_fn=as_user(uid, tmp_path), cwd=tmp_path,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        after = snapshot(watched)
+    finally:
+        restore(before)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    grades = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert after == before
+    assert survivors(str(tmp_path / "gradetmp")) == []
+    assert list((tmp_path / "gradetmp").iterdir()) == []
+    for name, (passed, total, sandbox, summary) in zip(answers, grades):
+        assert (passed, total) == (0, 8), (name, summary)
+        assert "user namespace" in sandbox and "PID namespace" in sandbox or \
+            "namespaces unavailable" in sandbox, sandbox
+
+
+FALLBACK_PROBE = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+from percolator_ref.grading import privileges
+print(privileges.isolate({"namespaces": False, "expose": []}, sys.argv[2]), flush=True)
+if os.fork() == 0:                            # a double fork in its own session, writing on
+    os.setsid()
+    if os.fork() == 0:
+        while True:
+            with open(os.path.join(sys.argv[2], "heartbeat"), "a") as f:
+                f.write("beat\\n")
+            time.sleep(0.02)
+    os._exit(0)
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.skipif(not LINUX, reason="/proc: Linux")
+def test_without_namespaces_the_sweep_kills_a_setsid_double_fork(tmp_path):
+    """The fallback layer alone: a subreaper grader and the sweep by the work dir's marker."""
+    import time
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = privileges.plan([], namespaces=False)
+    spec.pop("uid", None)                     # the marker alone (the uid sweep is tested above)
+    privileges.prepare_workdir(tmp_path, work, spec)
+    with open(tmp_path / "out", "w+") as out:        # not a pipe: the survivor would hold it
+        proc = subprocess.run([sys.executable, "-c", FALLBACK_PROBE, str(REPO), str(work)],
+                              stdout=out, stderr=subprocess.STDOUT, timeout=60,
+                              env={"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work)})
+    text = (tmp_path / "out").read_text()
+    assert proc.returncode == 0 and "namespaces off" in text, text
+    time.sleep(0.1)
+    beat = (work / "heartbeat").stat().st_size
+    time.sleep(0.2)
+    assert (work / "heartbeat").stat().st_size > beat           # it did survive its grading
+    killed = privileges.sweep(spec)
+    assert len(killed) == 1
+    time.sleep(0.1)
+    beat = (work / "heartbeat").stat().st_size
+    time.sleep(0.3)
+    assert (work / "heartbeat").stat().st_size == beat
+    assert privileges.processes_with(str(work)) == []
