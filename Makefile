@@ -1,7 +1,10 @@
 # Build, notebook and test commands for the Percolator teaching kit.
 #   make venv         .venv with the pinned requirements and the package (editable)
 #   make lab          JupyterLab on 127.0.0.1 over notebooks/ (token auth on)
-#   make test         pytest tests/, then nbval over notebooks/ and solutions/
+#   make lite         build/lite/: the kit as a static JupyterLite site (Pyodide, offline)
+#   make serve-lite   serve build/lite on http://127.0.0.1:8000 (loopback only)
+#   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
+#   make test         make lite, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -16,7 +19,7 @@ SYSTEM_PKGS := chromium redis-server
 # Extra pytest arguments, e.g. make test PYTEST_ARGS='-m "not slow"'
 PYTEST_ARGS ?=
 
-.PHONY: venv lab test system-deps clean
+.PHONY: venv lab lite serve-lite bench-lite test system-deps clean
 
 venv: $(STAMP)
 
@@ -40,11 +43,24 @@ LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: venv $(LAB_OVERRIDES)
 	$(BIN)/jupyter lab --ip=127.0.0.1 $(LAB_ARGS) notebooks/
 
+# The static site: npm's pyodide at the pyodide kernel's version, the kit's wheel
+# and the pure-Python wheels it needs, the exercises and notebooks (lite/build.py).
+# Downloads are cached in build/lite-cache; only PyPI and npm are contacted.
+lite: venv
+	$(BIN)/python lite/build.py --output-dir build/lite
+
+serve-lite: lite
+	$(BIN)/python lite/serve.py --directory build/lite --port 8000
+
+bench-lite: lite
+	$(BIN)/python lite/bench.py
+
 # pytest exits 5 when it collects nothing; that is not a failure while a
 # notebook folder is still empty. nbval runs only over folders that hold
 # notebooks (exercises/ is left out: unsolved exercises fail by design).
-test: venv
-	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite.
+test: venv lite
+	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \

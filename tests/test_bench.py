@@ -50,9 +50,9 @@ def test_separate_checks_gate_adds_one_read_rpc_per_check_and_write_step(store):
     assert bench.count_operation(store, "percolator_get")["row_transactions"] == 1
 
 
-def test_rpc_model_counts_the_oracle_as_the_paper_does():
+def test_rpc_model_counts_every_round_trip_the_oracle_included():
     counts = bench.operation_counts(n_rows=3)
-    # a write: oracle, prewrite, oracle, commit = 4 round trips (the paper's count, §3.2)
+    # a write: oracle, prewrite, oracle, commit = 4 round trips (a latency model, not §3.2's)
     assert bench.round_trips(counts, "percolator_write") == 4
     assert bench.round_trips(counts, "percolator_write", conditional_mutations=False) == 6
     assert bench.round_trips(counts, "percolator_get") == 2
@@ -137,3 +137,34 @@ def test_bench_json_has_the_figure8_keys_and_sane_values(capsys):
     assert out["counts"]["percolator_write"]["row_transactions"] == 2
     assert out["counts"]["percolator_get"]["oracle_calls"] == 1
     assert out["paper"]["write_relative"] == 0.23
+
+
+def test_store_operations_count_as_section_3_2_does():
+    from percolator_ref.bench import store as bench_store
+    ops = bench_store.store_operations(n_rows=3)
+    w, g = ops["percolator_write"], ops["percolator_get"]
+    # the prewrite's lock-check read + the commit's check of its own lock; two writes
+    assert (w["store_reads"], w["store_writes"], w["columns_erased"]) == (2, 2, 1)
+    assert (g["store_reads"], g["store_writes"], g["columns_read"]) == (1, 0, 3)   # one op, 3 columns
+    assert ops["bigtable_write"]["store_writes"] == 1
+    # Figure 8's raw rates make a read cost about two writes: 1 read + 2 writes ~ 1/4
+    assert bench_store.section32_prediction(1, 2)["write_relative"] == 0.25
+
+
+def test_store_cpu_over_redis_takes_the_oracle_out():
+    from percolator_ref.bench import store as bench_store
+    from percolator_ref.harness.redis_server import LocalRedisServer
+    if not LocalRedisServer.available():
+        pytest.skip("redis-server is not installed")
+    server = LocalRedisServer()
+    try:
+        r = bench_store.run_store_cpu(server.url, ops=50, rounds=1, n_rows=20)
+    finally:
+        server.stop()
+    per_op, own = r["per_op"], r["store_server_cpu_us"]
+    assert own["percolator_write"] == pytest.approx(
+        per_op["percolator_write"]["server_cpu_us"] - 2 * r["oracle_server_cpu_us"], abs=0.02)
+    assert own["bigtable_write"] == per_op["bigtable_write"]["server_cpu_us"]
+    assert set(r["write_relative"]) == {"store_cpu", "wall_clock"}
+    with pytest.raises(ValueError, match="ops"):
+        bench_store.run_store_cpu(server.url, ops=0)

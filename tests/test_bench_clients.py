@@ -25,7 +25,8 @@ KEYS = ("clients", "threads_per_client", "read_relative", "write_relative",
         "write_relative_without_conditional_mutations", "server_calls_per_op", "costs_per_op",
         "cpu_relative", "cpu_share", "bigtable_reads_per_s", "percolator_reads_per_s",
         "bigtable_writes_per_s", "percolator_writes_per_s",
-        "percolator_writes_per_s_without_conditional_mutations", "paper")
+        "percolator_writes_per_s_without_conditional_mutations", "paper", "store_cpu",
+        "oracle_timestamps_per_s")
 
 
 def test_bench_clients_json_keys_and_exact_row_scripts(capsys):
@@ -38,8 +39,15 @@ def test_bench_clients_json_keys_and_exact_row_scripts(capsys):
     costs = result["costs_per_op"]
     assert {op: c["round_trips"] for op, c in costs.items()} == {
         "bigtable_read": 1, "percolator_get": 1, "bigtable_write": 1, "percolator_write": 2,
-        "percolator_write_separate": 4}
+        "percolator_write_separate": 4, "oracle_timestamp": 0}
     assert costs["percolator_get"]["token_and_other_calls"] == 0     # read-only: no token call
+    # the oracle apart: its phase makes oracle requests only, and its CPU is taken out
+    assert 0 < costs["oracle_timestamp"]["oracle_requests"] <= 1
+    assert costs["oracle_timestamp"]["server_calls"] == costs["oracle_timestamp"]["oracle_requests"]
+    own, oracle = result["store_cpu"]["store_server_cpu_us"], result["store_cpu"]["oracle_server_cpu_us"]
+    assert oracle["bigtable_write"] == 0 and oracle["percolator_write"] >= 0
+    assert own["percolator_write"] == pytest.approx(
+        costs["percolator_write"]["server_cpu_us"] - oracle["percolator_write"], abs=0.2)
     assert costs["bigtable_read"]["oracle_requests"] == 0
     assert 0 < costs["percolator_get"]["oracle_requests"] <= 1
     assert 0 < costs["percolator_write"]["oracle_requests"] <= 2

@@ -28,6 +28,7 @@ def test_failover_with_wait_loses_no_acknowledged_commit(capsys):
     result = json.loads(capsys.readouterr().out)
     assert set(KEYS) <= set(result)
     assert result["lost_commits"] == 0 and result["invariants_ok"], result["violations"]
+    assert result["reused_timestamps"] == 0          # the oracle's counter never went back
     assert code == 0
     assert result["acknowledged_commits"] > 0 and result["checked_commits"] > 0
     assert [row["t"] for row in result["series"]] == list(range(10))
@@ -88,3 +89,24 @@ def test_timeline_numbers_and_series():
     assert numbers["tpsE_min_during"] == 0
     assert 3.5 <= numbers["recovery_s"] <= 4.1       # half the rate back within 8.5 s
     assert numbers["tpsE_after"] == pytest.approx(10.0, abs=0.6)
+
+
+def test_reused_timestamps_finds_a_timestamp_handed_out_twice():
+    commits = [{"start_ts": 5, "commit_ts": 7}, {"start_ts": 8, "commit_ts": 9},
+               {"start_ts": 3, "commit_ts": None}]                   # read-only: no commit ts
+    assert failover.reused_timestamps(commits) == []
+    # a counter that went back by three hands out 7 and 8 again
+    commits += [{"start_ts": 7, "commit_ts": 8}]
+    assert failover.reused_timestamps(commits) == [7, 8]
+    assert failover.reused_timestamps([{"start_ts": 4, "commit_ts": 4}]) == []   # one owner
+
+
+def test_recorded_failover_hands_no_timestamp_out_twice_with_wait():
+    """The notebook's recorded run: with WAIT the oracle's counter never goes back."""
+    from pathlib import Path
+    run = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "data"
+                      / "failover_run.json").read_text())
+    assert run["settings"]["wait"] == 1 and run["reused_timestamps"] == 0
+    assert run["acknowledged_commits"] > 0
+    without = run["other_wait"]
+    assert without["settings"]["wait"] == 0 and without["reused_timestamps"] > 0

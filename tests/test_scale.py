@@ -130,6 +130,9 @@ def test_the_bend_without_the_broker_fix_and_without_batching(runs):
     (["--measure", "0"], "--measure"),
     (["--warmup", "-1"], "--warmup"),
     (["--seed", "-1"], "--seed"),
+    (["--seeds", "0"], "--seeds"),
+    (["--oracle-slowdown", "0.5"], "--oracle-slowdown"),
+    (["--reference-machines", "0"], "--reference-machines"),
     (["--calibration", "/nonexistent/calibration.json"], "--calibration"),
 ])
 def test_bad_arguments_are_refused_naming_them(capsys, args, named):
@@ -230,3 +233,33 @@ def test_a_process_waiting_for_nothing_is_reported(carrier):
     sim.spawn("forgotten", lambda process: sim.block(process))   # nothing will resume it
     with pytest.raises(RuntimeError, match="stalled"):
         sim.run()
+
+
+
+def test_seeds_give_a_mean_and_an_interval_that_holds_each_seed_s_spread(capsys, calibration_file):
+    result = scale(capsys, calibration_file, "--machines", "1,2", "--seeds", "3",
+                   "--reference-machines", "1")
+    assert result["seeds"] == 3 and set(result["per_seed"]) == {"1", "2"}
+    for point in result["points"]:
+        per_seed = [p["tpsE"] for p in result["per_seed"][str(point["machines"])]]
+        assert len(per_seed) == 3 and point["tpsE"] == round(sum(per_seed) / 3, 4)
+        low, high = point["tpsE_ci95"]
+        assert low <= point["tpsE"] <= high
+        assert (high > low) == (len(set(per_seed)) > 1)        # no spread, no width
+
+
+def test_interval95_and_a_slower_oracle():
+    from percolator_ref.sim.seeds import interval95, slower_oracle
+    assert interval95([1.0, 1.0, 1.0]) == [1.0, 1.0]
+    low, high = interval95([1.0, 2.0, 3.0])                    # mean 2, sd 1, t(2) = 4.303
+    assert (low, high) == (round(2 - 4.303 / 3 ** 0.5, 4), round(2 + 4.303 / 3 ** 0.5, 4))
+    with pytest.raises(ValueError, match="two or more"):
+        interval95([1.0])
+    cal = calibration.Calibration(row_transaction_s=1e-5, worker_cpu_s=1e-5, oracle_request_s=1e-6,
+                      oracle_timestamp_s=1e-8, lock_service_s=1e-7, rpc_round_trip_s=1e-5,
+                      source="test")
+    slow = slower_oracle(cal, 100)
+    assert slow.oracle_request_s == pytest.approx(1e-4) and slow.oracle_timestamp_s == pytest.approx(1e-6)
+    assert slow.row_transaction_s == cal.row_transaction_s
+    with pytest.raises(ValueError, match="factor"):
+        slower_oracle(cal, 0.5)

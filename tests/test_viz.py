@@ -286,3 +286,78 @@ def test_widget_choice_picks_who_moves():
         assert s.frame.actor == "T8"
     finally:
         s.close()
+
+
+# -- branching: back, then another choice -------------------------------------------------
+
+def test_stepping_another_transaction_from_an_earlier_frame_forks_the_history():
+    s = two_transfers_stepper()
+    for _ in range(3):
+        s.step("T7")                                    # T7 gets Bob, gets Joe, locks Bob
+    old = list(s.frames)
+    s.back()
+    branch = s.step("T8")                               # at frame 2, T8 moves instead
+    assert [repr(f) for f in s.frames[:3]] == [repr(f) for f in old[:3]]
+    assert len(s.frames) == 4 and branch.index == 3 and branch.actor == "T8"
+    assert branch.title == "frame 3: T8 get Joe"
+    assert cell(branch, "Bob", "bal:lock") == ""       # the new branch: T7 never locked Bob
+    assert cell(old[3], "Bob", "bal:lock") != ""
+    assert s.abandoned == [(2, (old[3],))]
+    fresh = two_transfers_stepper()                     # the branch is what that schedule gives
+    for who in ["T7", "T7", "T8"]:
+        fresh.step(who)
+    assert fresh.transcript() == s.transcript()
+    s.run()
+    assert "T7: committed" in s.frame.status or "T8: committed" in s.frame.status
+    s.reset()
+    assert s.abandoned == [] and len(s.frames) == 1
+
+
+def test_a_branch_that_cannot_move_there_is_refused_before_forking():
+    s = two_transfers_stepper()
+    s.run()                                             # T7 commits, T8 aborts
+    s.goto(0)
+    frames = list(s.frames)
+    with pytest.raises(ValueError, match="who='nobody'"):
+        s.step("nobody")
+    assert s.frames == frames and s.abandoned == [] and s.cursor == 0
+    s.goto(7)                                           # T7 has committed: only T8 moves
+    assert s.frame.runnable == ("T8",)
+    for who in ("T7", "bob_to_joe"):
+        with pytest.raises(ValueError, match="cannot move at frame 7"):
+            s.crash(who)
+    assert s.frames == frames and s.abandoned == []
+
+
+def test_the_stepper_starts_no_thread(monkeypatch):
+    import threading
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    s = two_transfers_stepper()
+    s.step("T7"), s.step("T7"), s.step("T7")
+    s.crash("T7")                                       # the cleaner starts, without a thread
+    s.run()
+    assert "T7: client crashed" in s.frame.status
+    s.goto(2)
+    s.step("T8")                                        # a fork replays, without a thread
+    s.run()
+    assert "T7: committed" in s.frame.status or "T8: committed" in s.frame.status
+    s.reset()
+    assert len(s.frames) == 1
+
+
+def test_widget_back_then_another_choice_shows_the_new_branch():
+    s = two_transfers_stepper()
+    w = s.widget()
+    for _ in range(3):
+        w.click("Step")
+    assert "I am primary" in w.table.value and "T7 prewrite-primary Bob" in w.note.value
+    w.click("Back")
+    assert w.choice.options == ("T7", "T8")
+    w.choice.value = "T8"
+    w.click("Step")
+    assert "frame 3: T8 get Joe" in w.note.value and "I am primary" not in w.table.value
+    assert w.slider.max == 3 and s.abandoned[0][0] == 2
+    assert "a new branch from frame 2" in w.status.value

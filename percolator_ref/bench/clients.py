@@ -43,12 +43,13 @@ from ..services.oracle import BatchingOracleClient
 from ..stores import url_with
 
 OPS = ("bigtable_read", "percolator_get", "bigtable_write", "percolator_write",
-       "percolator_write_separate")
+       "percolator_write_separate", "oracle_timestamp")
 RATE_KEYS = {"bigtable_read": "bigtable_reads_per_s", "percolator_get": "percolator_reads_per_s",
              "bigtable_write": "bigtable_writes_per_s",
              "percolator_write": "percolator_writes_per_s",
              "percolator_write_separate":
-                 "percolator_writes_per_s_without_conditional_mutations"}
+                 "percolator_writes_per_s_without_conditional_mutations",
+             "oracle_timestamp": "oracle_timestamps_per_s"}
 WRITE_ROWS = 1000          # rows each thread cycles through when writing
 READ_ROWS = 1000           # preloaded rows, only read during the run
 
@@ -102,6 +103,8 @@ class ClientProcess:
             return lambda i: bt.read(RAW_TABLE, read_row(i), COLUMN)
         if op == "percolator_get":
             return lambda i: self.percolator_get(cluster, read_row(i))
+        if op == "oracle_timestamp":                  # the oracle alone, batched as above
+            return lambda i: cluster.oracle.get_timestamp()
         if op == "bigtable_write":
             return lambda i: self.bigtable_write(bt, thread, f"w{key}-{i % WRITE_ROWS:04d}", i)
         prefix = "s" if op == "percolator_write_separate" else "c"
@@ -321,6 +324,7 @@ def summarize(samples: dict, clients: int, threads: int, seconds: float, rounds:
                            "percolator_write_separate", "bigtable_write")):
         result[name] = round(rates[op] / rates[raw], 3)
     result["cpu_relative"] = cpu_relative(costs)
+    result["store_cpu"] = store_cpu(costs)
     result["server_calls_per_op"] = {op: c["server_calls"] for op, c in costs.items()}
     result["costs_per_op"] = costs
     result["cpu_share"] = {op: {"clients": round(median_phase(p)["cpu_s"] / seconds, 2),
@@ -340,6 +344,31 @@ def cpu_relative(costs: dict) -> dict:
     return {name: {side: round(costs[raw][f"{side}_cpu_us"] / costs[op][f"{side}_cpu_us"], 3)
                    if costs[op][f"{side}_cpu_us"] else None for side in ("client", "server")}
             for name, (raw, op) in pairs.items()}
+
+
+def store_cpu(costs: dict) -> dict:
+    """The server's CPU per operation with the oracle's share taken out (§3.2 left it out).
+
+    The oracle shares the Redis server; the ``oracle_timestamp`` phase gives its
+    CPU per request, charged to each operation by its oracle requests. What
+    remains is the store's (row scripts; tokens if any). ``relative``: raw
+    store CPU / Percolator store CPU, the ratio a store-bound server would show.
+    """
+    oracle = costs["oracle_timestamp"]
+    per_request = (oracle["server_cpu_us"] / oracle["oracle_requests"]
+                   if oracle["oracle_requests"] else 0.0)
+    own = {op: c["server_cpu_us"] - c["oracle_requests"] * per_request
+           for op, c in costs.items() if op != "oracle_timestamp"}
+    oracle_us = {op: round(costs[op]["oracle_requests"] * per_request, 1) for op in own}
+    pairs = {"read_relative": ("bigtable_read", "percolator_get"),
+             "write_relative": ("bigtable_write", "percolator_write"),
+             "write_relative_without_conditional_mutations": ("bigtable_write",
+                                                               "percolator_write_separate")}
+    return {"oracle_server_cpu_us_per_request": round(per_request, 1),
+            "oracle_server_cpu_us": oracle_us,
+            "store_server_cpu_us": {op: round(v, 1) for op, v in own.items()},
+            "relative": {name: round(own[raw] / own[op], 3) if own[op] > 0 else None
+                         for name, (raw, op) in pairs.items()}}
 
 
 def profile_client(url: str, op: str, n: int = 2000, top: int = 12) -> dict:

@@ -28,11 +28,12 @@ data (SQLite in memory running the same single-cell transactions).
 ``c:lock``, ``c:write``, ``c:data``) plus one oracle call; a Percolator write is a prewrite (check
 ``c:write`` and ``c:lock``, write ``c:data`` and ``c:lock``) and a commit
 (check the lock, write ``c:write``, erase ``c:lock``) plus two oracle calls.
-The paper puts its factor of four on writes on exactly these four round trips
-(oracle, prewrite, oracle, commit), with conditional mutations in place
-(its §3.2); :func:`rpc_model` counts them so (1/4). The same count gives
-reads 1/2, where the paper measured 0.94: the count does not explain that.
-:func:`run_modeled_latency` charges a modeled round trip on each of them.
+:func:`rpc_model` is a round-trip model (every row transaction and oracle call
+costing the same); it is NOT the paper's account. §3.2 puts the write cost on
+the store's operations on one saturated tablet server (a lock-check read, a
+write to add the lock, a write to remove it) and did not measure the oracle;
+:mod:`percolator_ref.bench.store` counts and measures it that way.
+:func:`run_modeled_latency` charges a modeled round trip on each round trip.
 
 Both of those steps are *conditional mutations* (section 2.5): a read-check
 and a write in one row transaction, one RPC. Without them each check would be
@@ -537,12 +538,11 @@ def round_trips(counts: dict, op: str, conditional_mutations: bool = True) -> in
 def rpc_model(counts: dict) -> dict:
     """Relative throughput predicted if every round trip cost the same.
 
-    A round trip is a row transaction or an oracle call, as the paper counts
-    its write (§3.2): oracle, prewrite, oracle, commit, with conditional
-    mutations in place, so 1/4 of a raw write (the paper measured 0.23); a
-    read is 1/2 of a raw read (the paper measured 0.94, which this count does
-    not explain). Without conditional mutations each check-and-write step is
-    two RPCs: 1/6. ``*_row_transactions_only``: the oracle left out.
+    A round trip is a row transaction or an oracle call: a write is 1/4 of a
+    raw write, a read 1/2 of a raw read; without conditional mutations each
+    check-and-write step is two RPCs: 1/6. ``*_row_transactions_only``: the
+    oracle left out. A model of a latency-bound client, not the paper's
+    account of Figure 8 (see :mod:`percolator_ref.bench.store`).
     """
     def ratio(raw: str, op: str, cm: bool = True, oracle: bool = True) -> float:
         trips = round_trips(counts, op, cm) - (0 if oracle else counts[op]["oracle_calls"])

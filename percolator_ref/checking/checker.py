@@ -14,7 +14,7 @@ checks the rules of snapshot isolation and names what breaks them:
   start (the root of read skew, G-single);
 - ``lost update (P4)`` / ``G0 concurrent writers``: two committed writers of
   one cell whose [start_ts, commit_ts] intervals overlap (SI's
-  first-committer-wins rule broken);
+  rule that concurrent writers of a cell cannot both commit, broken);
 - ``timestamp order``: a commit_ts not above its start_ts, or a timestamp
   given to two transactions;
 - ``external order``: a transaction that began, in real time, after another
@@ -199,7 +199,7 @@ def _check_timestamps(records) -> list:
 
 
 def _check_writers(writers: dict) -> list:
-    """First committer wins: committed writers of a cell never overlap in time."""
+    """Snapshot isolation: committed writers of a cell never overlap in time."""
     anomalies = []
     for cell, versions in writers.items():
         for (c1, r1, _, _), (c2, r2, _, _) in zip(versions, versions[1:]):

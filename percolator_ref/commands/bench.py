@@ -39,6 +39,10 @@ def register(subparsers) -> None:
     p.add_argument("--profile", action="store_true",
                    help="with --clients: add a cProfile of one client thread's raw and "
                         "Percolator reads (where the client's CPU goes)")
+    p.add_argument("--store-cpu", action="store_true",
+                   help="with a Redis backend: the server's CPU per operation (INFO cpu), the "
+                        "oracle measured apart, and the ratios a store-bound server would show "
+                        "(§3.2's tablet server was the bottleneck), beside the wall-clock ratios")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
@@ -75,7 +79,28 @@ def run_clients(args) -> int:
     return 0
 
 
+def run_store_cpu(args) -> int:
+    """``--store-cpu``: the server's CPU per Figure 8 operation on a Redis store."""
+    from ..bench import store as bench_store
+    from ..stores import backend_url, is_redis
+    from ..errors import StoreUnavailable
+    try:
+        if not is_redis(args.backend):
+            raise ValueError("--store-cpu measures a server's CPU: --backend redis "
+                             "or redis://HOST:PORT/DB")
+        ops = args.ops or (200 if args.quick else 1000)
+        with backend_url(args.backend) as url:
+            result = bench_store.run_store_cpu(url, ops=ops, rounds=args.rounds or 3)
+    except (TypeError, ValueError, StoreUnavailable) as e:
+        print(f"percolator bench: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
 def run(args) -> int:
+    if args.store_cpu:
+        return run_store_cpu(args)
     if args.clients is not None:
         return run_clients(args)
     from .. import bench

@@ -8,7 +8,7 @@ FULL_SIZES = (1, 10, 100, 1000)
 QUICK_SIZES = (1, 4, 16, 32)
 QUICK = {"reference_machines": 32}
 INT_SETTINGS = ("clients_per_machine", "customers_per_machine", "securities_per_machine",
-                "brokers", "worker_cores", "tablet_server_cores")
+                "brokers", "worker_cores", "tablet_server_cores", "reference_machines")
 
 
 def register(subparsers) -> None:
@@ -38,6 +38,12 @@ def register(subparsers) -> None:
                         "of scale --json) instead of measuring them")
     add_model_arguments(p)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="run the sweep under this many seeds (--seed, --seed + 1, ...) and "
+                        "report per size the mean and a 95%% interval of each figure")
+    p.add_argument("--oracle-slowdown", type=float, default=1.0, metavar="K",
+                   help="multiply the oracle's service times by K: few machines then load "
+                        "the oracle as K times as many would (for long windows at small cost)")
     p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
                    help="how simulated clients keep their call stacks (default: greenlets "
                         "when the greenlet package is installed; the results are the same)")
@@ -57,6 +63,9 @@ def add_model_arguments(p) -> None:
     p.add_argument("--worker-cores", type=int, default=1, help="a worker's cores per machine")
     p.add_argument("--tablet-server-cores", type=int, default=1,
                    help="a tablet server's cores per machine")
+    p.add_argument("--reference-machines", type=int, default=100,
+                   help="a size below this is measured as several runs pooled, to total "
+                        "about this many machine-runs (default 100; --quick: 32)")
     p.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
                    help="simulated seconds before measuring, while orders and results fill "
                         "the pipeline (default 0.015)")
@@ -88,7 +97,7 @@ def settings_of(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
-    kw = dict(QUICK) if args.quick else {}
+    kw = {}
     for name in ("warmup", "measure"):
         value = getattr(args, name)
         if value is not None:
@@ -96,6 +105,8 @@ def settings_of(args):
                 raise ValueError(f"--{name} must be > 0 simulated seconds, got {value}")
             kw[f"{name}_s"] = value
     kw.update({name: getattr(args, name) for name in INT_SETTINGS})
+    if args.quick and args.reference_machines == 100:       # the default, unless asked
+        kw.update(QUICK)
     if args.truetime is not None and args.truetime < 0:
         raise ValueError(f"--truetime must be >= 0 microseconds, got {args.truetime}")
     return ScaleSettings(broker_fix=not args.no_broker_fix,
@@ -115,15 +126,24 @@ def calibration_of(args, progress: bool):
 
 def run(args) -> int:
     from ..sim.scaling import sweep
+    from ..sim.seeds import slower_oracle, sweep_seeds
     progress = not args.no_progress
     try:
         sizes = parse_sizes(args.machines, args.quick)
         settings = settings_of(args)
-        cal = calibration_of(args, progress)
+        if args.seeds < 1:
+            raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+        if not args.oracle_slowdown >= 1:
+            raise ValueError(f"--oracle-slowdown must be >= 1, got {args.oracle_slowdown}")
+        cal = slower_oracle(calibration_of(args, progress), args.oracle_slowdown)
     except (TypeError, ValueError) as e:
         print(f"percolator scale: {e}", file=sys.stderr)
         return 2
-    result = sweep(sizes, settings, cal, progress=progress, carrier=args.carrier)
+    if args.seeds > 1:
+        result = sweep_seeds(sizes, settings, cal, args.seeds, progress, args.carrier)
+    else:
+        result = sweep(sizes, settings, cal, progress=progress, carrier=args.carrier)
+    result["oracle_slowdown"] = args.oracle_slowdown
     result["calibration"] = cal.to_dict()
     result["invariants_ok"] = all(p["invariants_ok"] for p in result["points"])
     if args.json:

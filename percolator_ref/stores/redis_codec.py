@@ -24,6 +24,7 @@ import json
 from typing import Any
 
 from ..model import INT_LIMIT, MAX_INT_DIGITS, Cell, Lock, Write, WriteKind, check_encodable
+from ..variants.locks import extras_of, lock_with_extras
 
 
 def encode(value: Any) -> str:
@@ -47,8 +48,9 @@ def encode(value: Any) -> str:
 def encode_structure(value: Any) -> str:
     """The protocol's records and the JSON-able structures of internal columns."""
     if isinstance(value, Lock):
+        extras = extras_of(value)           # a variant's lock fields (TiKV's), if any
         return "L" + json.dumps([value.start_ts, list(value.primary), value.is_primary,
-                                 value.client, value.kind.value])
+                                 value.client, value.kind.value] + ([extras] if extras else []))
     if isinstance(value, Write):
         return "W" + json.dumps([value.start_ts, value.kind.value])
     if isinstance(value, tuple):
@@ -77,8 +79,9 @@ def decode(text: str) -> Any:
     if tag == "b":
         return base64.b64decode(body)
     if tag == "L":
-        start_ts, primary, is_primary, client, kind = json.loads(body)
-        return Lock(start_ts, Cell(*primary), is_primary, client, WriteKind(kind))
+        start_ts, primary, is_primary, client, kind, *extras = json.loads(body)
+        return lock_with_extras(start_ts, Cell(*primary), is_primary, client, WriteKind(kind),
+                                extras[0] if extras else {})
     if tag == "W":
         start_ts, kind = json.loads(body)
         return Write(start_ts, WriteKind(kind))

@@ -42,10 +42,15 @@ they see the paper's. A variant that writes something the paper does not
 (a rollback record) uses :mod:`percolator_ref.model`'s vocabulary for it, which
 every reader understands.
 
-Variants here: :class:`~percolator_ref.variants.rollback_records.RollbackRecords`
-(TiKV's rollback records); :class:`~percolator_ref.variants.truetime.SpannerTimestamps`
-(Spanner's TrueTime instead of the oracle, with commit wait: a timestamp source
-and the ``commit_timestamp`` step).
+Variants here (TiKV's; notebook 09): :class:`~percolator_ref.variants.rollback_records.RollbackRecords`
+(rollback records), :class:`~percolator_ref.variants.lock_ttl.LockTTL` (the lock's own
+TTL and ``CheckTxnStatus``), :class:`~percolator_ref.variants.one_pc.OnePC` (one-phase
+commit), :class:`~percolator_ref.variants.async_commit.AsyncCommit` (async commit,
+in-memory store) and :class:`~percolator_ref.variants.pessimistic.PessimisticLocks`
+(pessimistic locks, deadlock detection). The lock fields they add live in
+:mod:`percolator_ref.variants.locks`. Spanner's:
+:class:`~percolator_ref.variants.truetime.SpannerTimestamps` (TrueTime instead of the
+oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; notebook 10).
 """
 from __future__ import annotations
 

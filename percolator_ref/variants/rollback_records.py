@@ -9,7 +9,7 @@ secondaries back, and it commits without them.
 
 TiKV writes a *rollback record* instead: a write record of type ``Rollback`` at
 ``commit_ts = start_ts`` of the rolled-back transaction (``make_rollback`` in
-TiKV's ``src/storage/mvcc/txn.rs``). Its prewrite refuses a key that has a
+TiKV's ``src/storage/txn/actions/check_txn_status.rs``). Its prewrite refuses a key that has a
 write record newer than the transaction's ``start_ts`` and, explicitly, one at
 ``start_ts`` that is a rollback ("unless the record means that the current
 transaction has been rolled back": ``check_for_newer_version`` in TiKV's

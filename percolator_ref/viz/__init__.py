@@ -12,7 +12,8 @@ Everything here reads the tracer stream and ``Bigtable.dump()``; the
 protocol lives in the core only.
 """
 from .predict import Predict, Reveal
-from .scenarios import figure4_setup, figure4_stepper, transfer, two_transfers_stepper
+from .scenarios import (figure4_setup, figure4_stepper, observer_race_stepper, oracle_race_stepper,
+                        slow_holder_stepper, transfer, two_transfers_stepper)
 from .stepper import Frame, Stepper, scan_everything
 from .tables import CellTable, Table, format_value
 from .timeline import plot_timeline
@@ -27,4 +28,5 @@ def __getattr__(name):
 
 __all__ = ["Predict", "Reveal", "CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
            "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
-           "two_transfers_stepper", "plot_timeline"]
+           "two_transfers_stepper", "slow_holder_stepper", "oracle_race_stepper",
+           "observer_race_stepper", "plot_timeline"]

@@ -1,12 +1,15 @@
-"""Predict, then reveal: the student commits to an answer before the cell that shows it.
+"""Predict, then reveal: the student commits to an answer before seeing it.
 
 In one cell, :class:`Predict` shows the question with a choice (ipywidgets
 toggle buttons) or a short text box; the student answers it. The NEXT cell runs
 the reference implementation and calls :meth:`Predict.reveal` with what the run
-produced: it states the right answer and why, and, if the student answered,
-whether they were right. The reveal needs no click, so a notebook run top to
-bottom (nbval) prints the same text every time: "you did not answer" when
-nobody clicked.
+produced. The reveal stays **folded** until the student has chosen: its HTML
+is a closed ``<details>`` ("Show the answer") and its plain text names no
+answer. Once the student has chosen, re-running the cell shows the answer
+open, with whether they were right; a student who wants the answer without
+choosing opens the fold (or calls :meth:`Reveal.show`). A notebook run top to
+bottom (nbval) produces the same folded output every time, and the committed
+output carries no visible answer (``tests/test_prediction_leaks.py`` checks).
 
     q = Predict("Which value does T2's get() return?", ["10", "3", "it waits"])
     q                      # shows the question and the buttons
@@ -18,27 +21,47 @@ from __future__ import annotations
 import html
 from typing import Optional, Sequence
 
+FOLDED = "The answer is folded: choose above, then re-run this cell (or open the fold)."
+SUMMARY = "Show the answer"
+CSS_CLASS = "percolator-reveal"
+
 
 class Reveal:
-    """The text a reveal shows (plain and HTML, deterministic)."""
+    """The answer to a :class:`Predict`, folded until the student has chosen (deterministic)."""
 
     def __init__(self, question: str, answer: str, why: str, chosen: Optional[str]):
         self.question, self.answer, self.why, self.chosen = question, answer, why, chosen
 
     @property
+    def folded(self) -> bool:
+        """True while the student has not chosen: nothing visible names the answer."""
+        return self.chosen is None
+
+    @property
     def verdict(self) -> str:
         if self.chosen is None:
-            return "You did not answer before running this cell."
+            return "You opened the answer without choosing."
         if self.chosen.strip().lower() == self.answer.strip().lower():
             return f"You answered {self.chosen!r}: right."
         return f"You answered {self.chosen!r}: not this time."
 
-    def __repr__(self):
+    def text(self) -> str:
+        """The full answer as plain text (what the fold hides)."""
         return f"Answer: {self.answer}\nWhy: {self.why}\n{self.verdict}"
 
+    def show(self) -> None:
+        """Print the answer: the plain-text way to open the fold."""
+        print(self.text())
+
+    def __repr__(self):
+        return FOLDED if self.folded else self.text()
+
     def _repr_html_(self):
-        return (f"<div><b>Answer:</b> {html.escape(self.answer)}<br>"
-                f"<b>Why:</b> {html.escape(self.why)}<br><i>{html.escape(self.verdict)}</i></div>")
+        opened = "" if self.folded else " open"
+        return (f'<details class="{CSS_CLASS}"{opened}><summary>{SUMMARY}</summary>'
+                f"<b>Answer:</b> {html.escape(self.answer)}<br>"
+                f"<b>Why:</b> {html.escape(self.why)}<br><i>{html.escape(self.verdict)}</i>"
+                "</details>")
 
 
 class Predict:

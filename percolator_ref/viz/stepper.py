@@ -1,10 +1,14 @@
 """Step through transactions one single-row Bigtable transaction at a time.
 
-A :class:`Stepper` runs each transaction script in its own thread and
-installs a scheduler as :attr:`Bigtable.gate`: a script thread parks at the
-gate before every row transaction, and the stepper lets exactly one of them
-go at a time, so the interleaving is whatever the student (or a notebook)
-chooses, the same on every run. Each move is one row transaction; the
+A :class:`Stepper` runs each transaction script as a greenlet (a
+coroutine with its own stack, no thread) and installs a scheduler as a
+:class:`~percolator_ref.interceptors.Gate` on the Bigtable: a script parks
+at the gate before every row transaction by switching back to the stepper,
+and the stepper resumes exactly one of them at a time, so the interleaving
+is whatever the student (or a notebook) chooses, the same on every run.
+Nothing starts a thread, so the same code runs in CPython (the ``greenlet``
+package) and in a browser under Pyodide (``greenlet-pyodide``, the same API
+on the browser's stack switching). Each move is one row transaction; the
 tracer's event for it, the store's ``dump()`` after it and the event's
 ``note`` make one :class:`Frame`.
 
@@ -12,11 +16,13 @@ tracer's event for it, the store's ``dump()`` after it and the event's
   client, e.g. ``"T7"``; default: the first runnable one that is not
   waiting on a lock);
 - ``back()`` / ``goto(i)`` show a stored frame again (nothing re-runs);
-- stepping or crashing from an earlier frame replays the recorded choices on
-  a fresh cluster (deterministic), then branches;
+- stepping another transaction or crashing one from an earlier frame forks
+  the history: the recorded choices up to that frame are replayed on a fresh
+  cluster (deterministic), then the new choice is made; the frames of the
+  branch left behind are kept in :attr:`Stepper.abandoned`;
 - ``crash(who)`` kills that transaction's client right after the row
   transaction it last completed (the one meaning of a crash point, see
-  :mod:`percolator_ref.step`), so its next one never runs: its thread stops with :class:`~percolator_ref.ClientCrash`,
+  :mod:`percolator_ref.step`), so its next one never runs: its script stops with :class:`~percolator_ref.ClientCrash`,
   the lock service counts the client dead, and a ``cleaner`` script (by
   default a transaction that scans every table) is started to meet the
   locks left behind and clean them up, visibly, frame by frame.
@@ -25,16 +31,15 @@ Nothing here knows the protocol: the frames are what the tracer reported.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
+
+import greenlet
 
 from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate, attach
 from .tables import CellTable
-
-GRANT_TIMEOUT = 30.0      # seconds a move may take before the stepper gives up
 
 
 def scan_everything(cluster) -> bool:
@@ -85,7 +90,7 @@ class _Runner:
     name: str
     fn: Callable
     index: int
-    thread: Optional[threading.Thread] = None
+    stack: Optional[greenlet.greenlet] = None    # the script's own stack
     state: str = "new"            # new / parked / running / done / crashed / failed
     pending: Optional[tuple] = None   # (client, table, row, step) waiting at the gate
     last: Optional[tuple] = None      # the last row transaction it completed
@@ -131,9 +136,9 @@ class Stepper:
         self._setup = setup
         self._make_cluster = make_cluster or _figure4_cluster
         self._cleaner = cleaner
-        self._cond = threading.Condition()
-        self._turn: Optional[_Runner] = None
+        self._home: Optional[greenlet.greenlet] = None   # where a parked script returns
         self.decisions: list = []        # ("step", runner index) / ("crash", runner index)
+        self.abandoned: list = []        # (frame index forked at, frames of the old branch)
         self._start()
 
     # -- life cycle ----------------------------------------------------------
@@ -154,12 +159,16 @@ class Stepper:
 
     def reset(self) -> None:
         """Back to the initial frame on a fresh cluster; forget the choices made."""
+        self._restart()
+        self.abandoned = []
+
+    def _restart(self) -> None:
         self._shutdown()
         self.decisions = []
         self._start()
 
     def close(self) -> None:
-        """Stop the script threads (they are daemons; this just tidies up)."""
+        """Stop the parked scripts (their clients crash; this just tidies up)."""
         self._shutdown()
 
     def _shutdown(self) -> None:
@@ -172,36 +181,31 @@ class Stepper:
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
         runner = _Runner(name, fn, len(self.runners))
-        runner.thread = threading.Thread(target=self._run_script, args=(runner,),
-                                         name=f"stepper-{name}", daemon=True)
+        runner.stack = greenlet.greenlet(lambda: self._run_script(runner))
         self.runners.append(runner)
-        runner.thread.start()
         self._grant(runner)          # runs until its first row transaction (or the end)
         return runner
 
     # -- the scheduler ---------------------------------------------------------
+    def _current(self) -> Optional[_Runner]:
+        """The runner whose stack is running now (None: the notebook itself)."""
+        here = greenlet.getcurrent()
+        return next((r for r in self.runners if r.stack is here), None)
+
     def _gate(self, client, table, row, step) -> None:
-        runner = getattr(_local, "runner", None)
-        if runner is None or runner not in self.runners:
+        runner = self._current()
+        if runner is None:
             return                   # not one of ours (e.g. the notebook inspecting)
-        with self._cond:
-            runner.last, runner.pending = runner.pending, (client, table, row, step)
-            runner.client = client
-            runner.state = "parked"
-            self._turn = None
-            self._cond.notify_all()
-            while self._turn is not runner:
-                self._cond.wait()
-            runner.state = "running"
-            if runner.crash_requested:
-                raise ClientCrash(runner.last[3] if runner.last else "begin", 0)
+        runner.last, runner.pending = runner.pending, (client, table, row, step)
+        runner.client = client
+        runner.state = "parked"
+        self._home.switch()          # back to _grant; resumed by the next _grant
+        runner.state = "running"
+        if runner.crash_requested:
+            raise ClientCrash(runner.last[3] if runner.last else "begin", 0)
 
     def _run_script(self, runner: _Runner) -> None:
-        _local.runner = runner
-        with self._cond:
-            while self._turn is not runner:
-                self._cond.wait()
-            runner.state = "running"
+        runner.state = "running"
         state = "done"
         try:
             runner.result = runner.fn(self.cluster)
@@ -209,29 +213,24 @@ class Stepper:
             state = "crashed"
             if runner.client is not None:
                 self.cluster.lockservice.crash(runner.client)
+        except greenlet.GreenletExit:
+            raise                              # the stepper itself was dropped
         except BaseException as exc:          # shown in the status line, re-raised by step()
             state, runner.error = "failed", exc
-        finally:
-            with self._cond:
-                runner.state, runner.pending = state, None
-                self._turn = None
-                self._cond.notify_all()
+        runner.state, runner.pending = state, None
 
     def _grant(self, runner: _Runner) -> None:
-        """Let ``runner`` run its next row transaction; wait until it parks again or ends."""
+        """Let ``runner`` run its next row transaction; return when it parks again or ends."""
         before = self.cluster.clock.now()
-        with self._cond:
-            self._turn = runner
-            self._cond.notify_all()
-            if not self._cond.wait_for(lambda: self._turn is None, GRANT_TIMEOUT):
-                raise RuntimeError(f"{runner.name} did not reach its next row transaction "
-                                   f"within {GRANT_TIMEOUT} s (blocked outside the stepper?)")
+        self._home = greenlet.getcurrent()
+        runner.stack.parent = self._home   # a finished script returns here too
+        runner.stack.switch()
         runner.waited = self.cluster.clock.now() - before
         if runner.state == "failed":
             raise RuntimeError(f"script {runner.name} raised {runner.error!r}") from runner.error
 
     def _on_event(self, event) -> None:
-        if getattr(_local, "runner", None) in self.runners:
+        if self._current() is not None:
             self._events.append(event)     # only the scripts' row transactions
 
     # -- choosing ---------------------------------------------------------------
@@ -263,6 +262,17 @@ class Stepper:
                 return r
         raise ValueError(f"who={who!r} is not one of {[self._label(r) for r in self.runners]}")
 
+    def _check_can_move(self, who) -> None:
+        """Before forking at an earlier frame: ``who`` must be able to move there."""
+        if who is None or who in self.frame.runnable:
+            return
+        if not isinstance(who, str):
+            raise TypeError(f"who must be a script name or client like 'T7', got {who!r}")
+        named = [r for r in self.runners if r.name == who]
+        if not (named and named[0].client in self.frame.runnable):
+            raise ValueError(f"who={who!r} cannot move at frame {self.cursor}: "
+                             f"only {list(self.frame.runnable)} can")
+
     # -- moving -------------------------------------------------------------------
     def step(self, who: Optional[str] = None) -> Frame:
         """Move ``who`` by one row transaction and return the new frame.
@@ -277,6 +287,7 @@ class Stepper:
                                                           following.actor)):
                 self.cursor += 1
                 return self.frame
+            self._check_can_move(who)
             self._branch()
         runner = self._find(who)
         self.decisions.append(("step", runner.index))
@@ -286,6 +297,7 @@ class Stepper:
     def crash(self, who: Optional[str] = None) -> Frame:
         """Crash ``who``'s client right after its last row transaction (its next never runs)."""
         if self.cursor < len(self.frames) - 1:
+            self._check_can_move(who)
             self._branch()
         runner = self._find(who)
         self.decisions.append(("crash", runner.index))
@@ -314,9 +326,10 @@ class Stepper:
         return self.frame
 
     def _branch(self) -> None:
-        """Replay the choices up to the cursor on a fresh cluster (deterministic)."""
-        keep = self.decisions[: self.cursor]
-        self.reset()
+        """Fork at the cursor: replay the choices up to it on a fresh cluster (deterministic)."""
+        at, keep = self.cursor, self.decisions[: self.cursor]
+        self.abandoned.append((at, tuple(self.frames[at + 1:])))
+        self._restart()
         for kind, index in keep:
             self.decisions.append((kind, index))
             (self._move if kind == "step" else self._crash)(self.runners[index])
@@ -403,9 +416,6 @@ class Stepper:
     def __repr__(self):
         return (f"<Stepper frame {self.cursor}/{len(self.frames) - 1}: "
                 f"{self.frame.status}>")
-
-
-_local = threading.local()
 
 
 def _figure4_cluster():

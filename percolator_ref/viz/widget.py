@@ -5,13 +5,21 @@ frames; a choice of which transaction moves next. Everything shown is an
 ``HTML`` widget whose ``value`` is replaced (no ``print``, no
 ``clear_output``), so ``pytest --nbval`` passes and a notebook saved with
 its widget state still shows the table.
+
+In a browser (Pyodide, ``sys.platform == "emscripten"``) a button's handler
+is called straight from JavaScript, where a greenlet cannot switch stacks;
+there the widget runs the stepper's move as an asyncio task on Pyodide's
+event loop (which can). In CPython the move runs at once, as before.
 """
 from __future__ import annotations
 
+import asyncio
 import html
+import sys
 
 import ipywidgets as widgets
 
+IN_BROWSER = sys.platform == "emscripten"
 _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
 
 
@@ -50,12 +58,31 @@ class StepperWidget(widgets.VBox):
         return self.choice.value or None
 
     def _act(self, action, *args) -> None:
+        if IN_BROWSER:
+            asyncio.ensure_future(self._act_later(action, *args))
+        else:
+            self._apply(action, *args)
+
+    async def _act_later(self, action, *args) -> None:
+        try:
+            self._apply(action, *args)
+        except Exception as exc:           # no caller to see it: show it under the table
+            self.refresh(message=f"{type(exc).__name__}: {exc}")
+            raise
+
+    def _apply(self, action, *args) -> None:
+        forks = len(getattr(self.stepper, "abandoned", ()))
         try:
             action(*args)
         except ValueError as exc:          # e.g. Step when everything finished
             self.refresh(message=str(exc))
             return
-        self.refresh()
+        message = ""
+        if len(getattr(self.stepper, "abandoned", ())) > forks:
+            at, dropped = self.stepper.abandoned[-1]
+            message = (f"a new branch from frame {at}; the old branch's {len(dropped)} "
+                       f"frame(s) after it are in stepper.abandoned")
+        self.refresh(message=message)
 
     def _on_slider(self, change) -> None:
         if not self._updating:

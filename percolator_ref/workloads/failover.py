@@ -335,6 +335,22 @@ def join_clients(workers: list, timeout: float) -> tuple:
     return outs, failures
 
 
+def reused_timestamps(commits: list) -> list:
+    """Timestamps that two acknowledged commits share (as start or commit timestamp), sorted.
+
+    The oracle must never hand a timestamp out twice; a counter that goes back
+    (a replica promoted without the last increments) hands out again the
+    timestamps of transactions already acknowledged.
+    """
+    owner: dict = {}
+    reused = set()
+    for i, c in enumerate(commits):
+        for ts in {c["start_ts"], c["commit_ts"]} - {None}:
+            if owner.setdefault(ts, i) != i:
+                reused.add(ts)
+    return sorted(reused)
+
+
 def verify(w: Tpce, outs: list, commits: list) -> dict:
     """TPC-E's invariants on the store (locks resolved), then the lost acknowledged commits."""
     w.stats.trade_results = sum(1 for c in commits if c["trade_result"])   # as acknowledged
@@ -346,6 +362,8 @@ def verify(w: Tpce, outs: list, commits: list) -> dict:
             "lost_examples": [{k: c[k] for k in ("name", "start_ts", "commit_ts", "cells")}
                               for c in lost[:5]],
             "acknowledged_commits": len(commits),
+            "reused_timestamps": len(reused_timestamps(commits)),
+            "reused_timestamp_examples": reused_timestamps(commits)[:10],
             "checked_commits": sum(1 for c in commits if c["cells"])}
 
 

@@ -313,8 +313,9 @@ g0 = Scenario(
              ("T1", "commit"), ("T2", "set", "2", 22), ("T2", "commit")),
     lambda reads, commits, final: all(commits.values())
     or final not in ({"1": 11, "2": 21}, {"1": 12, "2": 22}),
-    "first committer wins: T1 committed at {T1.commit}, after T2's start "
-    "{T2.start}, so T2's prewrite aborts and T1's pair survives whole")
+    "T2's prewrite meets T1's write record @{T1.commit}, newer than its start "
+    "{T2.start}, and aborts (a prewrite aborts on a newer write record or on any "
+    "lock): T1's pair survives whole")
 
 g1a = Scenario(
     "G1a", "T2 reads while T1's writes are prewritten, then T1 aborts", PREVENTED,
@@ -370,8 +371,8 @@ pmp_write = Scenario(
              ("T2", "delete where", "value = 20", lambda v: v == 20),
              ("T1", "commit"), ("T2", "commit")),
     lambda reads, commits, final: commits["T2"] or final != {"1": 20, "2": 30},
-    "both write row 2: T1 committed at {T1.commit}, after T2's start "
-    "{T2.start}, so T2's delete aborts (first committer wins)")
+    "both write row 2: T2's prewrite meets T1's write record @{T1.commit}, newer "
+    "than its start {T2.start}, so T2's delete aborts")
 
 p4 = Scenario(
     "P4", "T1 and T2 both increment row 1", PREVENTED,
@@ -380,8 +381,8 @@ p4 = Scenario(
              ("T2", "set", "1", lambda reads: reads["T2 get 1"] + 1),
              ("T1", "commit"), ("T2", "commit")),
     lambda reads, commits, final: all(commits.values()),
-    "both write row 1: T1 committed at {T1.commit}, after T2's start "
-    "{T2.start}, so T2's prewrite aborts (first committer wins)")
+    "both write row 1: T2's prewrite meets T1's write record @{T1.commit}, newer "
+    "than its start {T2.start}, and aborts")
 
 g_single = Scenario(
     "G-single", "T1 reads row 1, T2 updates both, T1 reads row 2", PREVENTED,

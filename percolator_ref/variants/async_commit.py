@@ -1,0 +1,276 @@
+"""Async commit (TiKV): committed once every prewrite has succeeded, one round trip earlier.
+
+In the paper a transaction commits at one place, its primary's write record,
+and the client must reach the primary after every prewrite to write it.
+TiKV's async commit makes the *set of locks* the decision instead: "we can
+return success to the user (from TiDB) when all prewrites have succeeded,
+because at that point we know that commit will not fail"
+(``design/async-commit/README.md`` in ``tikv/sig-transaction``). For that:
+
+- the primary lock lists every secondary ("the client must specify all keys
+  other than the primary key ... (in ``secondaries``)": ``design/async-commit/spec.md``);
+- each lock carries a ``min_commit_ts``, computed by the store at prewrite as
+  ``max(max_ts, start_ts) + 1`` (``async_commit_timestamps`` in TiKV's
+  ``src/storage/txn/actions/prewrite.rs``), and the commit timestamp is the
+  largest ``min_commit_ts`` of the transaction's locks ("TiDB will select the
+  largest ``min_commit_ts`` as the final ``commit_ts``": ``initial-design.md``);
+  the client takes one timestamp from the oracle *before* its prewrites as a
+  lower bound (TiDB's ``tidb_guarantee_linearizability``, on by default: "the
+  two phase committer would request a new ts from the pd server ... and
+  linearizability is guaranteed": TiDB's system-variable documentation), so a
+  transaction that begins after another one committed starts above its
+  commit_ts; no timestamp is taken after the prewrites;
+- ``max_ts`` is "the largest ``start_ts`` for any transactional read operation"
+  of the store (``initial-design.md``; TiKV's ``components/concurrency_manager``).
+  A reader raises it *before* it reads, so a prewrite that comes after the read
+  gets a ``min_commit_ts`` above the reader's ``start_ts``: the transaction will
+  commit after the reader's snapshot, which did not see it. That is how async
+  commit keeps snapshot isolation without taking the commit timestamp after the
+  locks (§2.3's rule for the paper's protocol);
+- a reader may ignore a lock whose ``min_commit_ts`` is above its ``start_ts``
+  ("Ignore lock when min_commit_ts > ts": ``check_ts_conflict_si`` in TiKV's
+  ``components/txn_types/src/lock.rs``);
+- a reader that resolves a dead client's lock checks every secondary
+  (TiKV's ``CheckSecondaryLocks``, ``src/storage/txn/commands/check_secondary_locks.rs``:
+  "If all prewritten locks exist, the lock information is returned ... If the
+  lock does not exist ... a rollback may be written"): all locked -> committed
+  at the largest ``min_commit_ts``; one missing -> it writes a rollback record
+  there (so that prewrite, if it is late, is refused) and the transaction is
+  rolled back.
+
+Here: the per-store ``max_ts`` is kept for each in-memory Bigtable (the kit's
+store is one server; :func:`max_ts_of`). The in-memory store runs one row
+transaction at a time, which orders a reader's ``max_ts`` update and read
+against a prewrite's ``min_commit_ts`` on the same row; TiKV orders them with
+in-memory locks in its concurrency manager. A commit_ts of ``max_ts + 1``
+could equal a timestamp the oracle hands out as someone's start_ts; TiKV's
+design notes discuss these collisions
+(``design/async-commit/globally-non-unique-timestamps.md``). The kit avoids
+them: an async-commit cluster's timestamp source hands out twice the oracle's
+timestamps (:class:`EvenTimestamps`), so every start_ts is even and every
+computed commit_ts odd.
+On the Redis store, reads take no
+row lease and several processes share the data, so the variant refuses it.
+A transaction that sets notifications (observed columns, ``notify``) runs the
+paper's two-phase commit. Rollbacks write rollback records.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Optional
+
+from .. import rows
+from ..bigtable import Bigtable
+from ..model import Cell, CommitPhase, Lock, Write, WriteKind, write_col
+from ..transaction import SnapshotRead
+from . import Variant
+from .locks import extend_lock
+
+CHECK_PRIMARY = "check-primary"
+CHECK_SECONDARY = "check-secondary-locks"
+RESOLVE_PRIMARY = "resolve-primary"
+
+
+class MaxTs:
+    """One store's ``max_ts``: the largest start_ts any read of the store has used."""
+
+    def __init__(self):
+        self.value = 0
+        self.mutex = threading.Lock()
+
+    def update(self, ts: int) -> None:
+        with self.mutex:
+            self.value = max(self.value, ts)
+
+
+class EvenTimestamps:
+    """The timestamp source of an async-commit cluster: twice the oracle's timestamps, so
+    every start_ts is even and every computed commit_ts (``max_ts + 1``) odd."""
+
+    def __init__(self, oracle):
+        self.oracle = oracle
+
+    def get_timestamp(self) -> int:
+        return 2 * self.oracle.get_timestamp()
+
+    def peek(self) -> int:
+        return 2 * self.oracle.peek()
+
+
+STORES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def max_ts_of(store) -> MaxTs:
+    """The ``max_ts`` of ``store`` (created at 0)."""
+    return STORES.setdefault(store, MaxTs())
+
+
+def is_async(lock) -> bool:
+    """Was ``lock`` written by an async-commit prewrite?"""
+    return getattr(lock, "min_commit_ts", None) is not None
+
+
+class AsyncTransaction:
+    """Transaction mixin: async-commit prewrites; committed when all prewrites succeed."""
+
+    async_mode = False
+
+    def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
+        """Raise the store's max_ts to start_ts, then read; skip a lock that must commit later."""
+        max_ts_of(self.session.bigtable).update(self.start_ts)
+        found = super().snapshot_read(rt, cell)
+        if found.lock is None or not is_async(found.lock) \
+                or found.lock.min_commit_ts <= self.start_ts:
+            return found
+        latest = rows.latest_write(rt, cell.column, self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        return SnapshotRead(version=commit_ts, value=rt.read(f"{cell.column}:data",
+                                                              write.start_ts, write.start_ts)[1])
+
+    def two_phase_commit(self) -> bool:
+        """Prewrite all (async locks); then the transaction is committed: commit every cell."""
+        mutations = list(self.writes.values())
+        if not mutations or self.notifies or any(
+                self.session.is_observed(m.cell.table, m.cell.column) for m in mutations):
+            return super().two_phase_commit()
+        self.async_mode, self.min_commit_tss = True, []
+        self.secondaries = tuple(m.cell for m in mutations[1:])
+        self.commit_floor = self.commit_timestamp()     # TiDB's linearizability guarantee
+        for i, m in enumerate(mutations):
+            if not self.prewrite(m, mutations[0].cell):
+                self.roll_back_own(mutations[:i])
+                return False
+        self.phase = CommitPhase.SECONDARIES      # decided: the client may answer now
+        self.commit_ts = max(self.min_commit_tss)
+        for m in mutations:                       # in TiKV, after the answer, in the background
+            self.commit_secondary(m)
+        return True
+
+    def prewrite_writes(self, m, primary, is_primary) -> list:
+        """The paper's data and lock; the lock with min_commit_ts (and, on the primary, the
+        secondaries). Runs inside the prewrite's row transaction, so max_ts is read there."""
+        writes = super().prewrite_writes(m, primary, is_primary)
+        if not self.async_mode:
+            return writes
+        min_commit_ts = max(max_ts_of(self.session.bigtable).value, self.start_ts,
+                            self.commit_floor) + 1
+        self.min_commit_tss.append(min_commit_ts)
+        return extend_lock(writes, min_commit_ts=min_commit_ts,
+                           secondaries=self.secondaries if is_primary else ())
+
+
+class AsyncCleanup:
+    """Cleanup mixin: an async-commit transaction is resolved by checking its secondaries."""
+
+    def resolve_primary(self, primary: Cell, start_ts: int, holder=None) -> Optional[int]:
+        """At the primary: committed -> commit_ts; an async lock -> check every secondary,
+        then decide at the primary; a paper lock -> the paper's resolution."""
+        with self.session.row_transaction(primary.table, primary.row, CHECK_PRIMARY) as rt:
+            commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+            lock = rows.held_lock(rt, primary.column, start_ts)
+            rt.explain(f"resolve {holder} at {primary}: " + (
+                f"committed at {commit_ts}" if commit_ts is not None else
+                "neither locked nor committed -> rolled back" if lock is None else
+                f"async-commit lock, secondaries {', '.join(map(str, lock.secondaries))} -> "
+                f"check them" if is_async(lock) else "a paper lock -> the paper's cleanup"))
+        if commit_ts is not None or lock is None:
+            return commit_ts
+        if not is_async(lock):
+            return super().resolve_primary(primary, start_ts, holder)
+        return self.decide(primary, lock, self.check_secondaries(lock))
+
+    def check_secondaries(self, lock: Lock) -> Optional[int]:
+        """The commit_ts if every secondary is locked (or committed), else None (rolled back)."""
+        found = [lock.min_commit_ts]
+        for cell in lock.secondaries:
+            state, ts = self.check_secondary(Cell(*cell), lock.start_ts)
+            if state == "committed":
+                return ts
+            if state == "missing":
+                return None
+            found.append(ts)
+        return max(found)
+
+    def check_secondary(self, cell: Cell, start_ts: int) -> tuple:
+        """One row transaction: ("locked", min_commit_ts), ("committed", commit_ts), or
+        ("missing", None) after writing a rollback record so a late prewrite is refused."""
+        with self.session.row_transaction(cell.table, cell.row, CHECK_SECONDARY) as rt:
+            lock = rows.held_lock(rt, cell.column, start_ts)
+            if lock is not None:
+                rt.explain(f"check secondary {cell}: locked, min_commit_ts {lock.min_commit_ts}")
+                return "locked", lock.min_commit_ts
+            commit_ts = rows.find_commit_ts(rt, cell.column, start_ts)
+            if commit_ts is not None:
+                rt.explain(f"check secondary {cell}: committed at {commit_ts}")
+                return "committed", commit_ts
+            if rt.read(write_col(cell.column), start_ts, start_ts) is None:
+                rows.apply(rt, [(write_col(cell.column), start_ts,
+                                 Write(start_ts, WriteKind.ROLLBACK))])
+            rt.explain(f"check secondary {cell}: no lock of {start_ts} -> rollback record: "
+                       f"the transaction is rolled back")
+            return "missing", None
+
+    def decide(self, primary: Cell, lock: Lock, commit_ts: Optional[int]) -> Optional[int]:
+        """At the primary: commit it at ``commit_ts`` or roll it back (if still locked)."""
+        with self.session.row_transaction(primary.table, primary.row, RESOLVE_PRIMARY) as rt:
+            done = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+            if done is not None or rows.held_lock(rt, primary.column, lock.start_ts) is None:
+                rt.explain(f"resolve {primary}: already settled")
+                return done
+            if commit_ts is None:
+                rows.apply(rt, self.rollback_writes(primary.column, lock.start_ts))
+                rt.explain(f"resolve {primary}: a secondary is missing -> roll back")
+                return None
+            notify = self.session.is_observed(primary.table, primary.column)
+            rows.apply(rt, rows.commit_writes(primary.column, Write(lock.start_ts, lock.kind),
+                                              commit_ts, notify))
+            rt.explain(f"resolve {primary}: every secondary locked -> commit at {commit_ts} "
+                       f"(the largest min_commit_ts)")
+            return commit_ts
+
+    def rollback_writes(self, column: str, start_ts: int) -> list:
+        """The rollback, with a rollback record (once, if another variant adds one too)."""
+        writes = super().rollback_writes(column, start_ts)
+        record = (write_col(column), start_ts, Write(start_ts, WriteKind.ROLLBACK))
+        return writes if record in writes else writes + [record]
+
+
+class AsyncCommit(Variant):
+    """TiKV's async commit: ``Cluster(variants=[AsyncCommit()])`` (in-memory store only)."""
+
+    name = "async-commit"
+    Transaction = AsyncTransaction
+    Cleanup = AsyncCleanup
+
+    def timestamps(self, cluster, oracle):
+        if type(cluster.bigtable) is not Bigtable:
+            raise ValueError("variants: AsyncCommit needs the in-memory store (backend=None): "
+                             "its max_ts lives in the store's memory")
+        if any(v.name == "lock-ttl" for v in cluster.variants):
+            raise ValueError("variants: AsyncCommit does not compose with LockTTL here: its "
+                             "status check would roll back an expired async-commit primary, "
+                             "which only a check of every secondary may decide")
+        return EvenTimestamps(oracle)
+
+
+class NoMaxTsTransaction:
+    """For the anomaly only: a reader that does not raise the store's max_ts."""
+
+    def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
+        store = self.session.bigtable
+        saved = max_ts_of(store).value
+        found = super().snapshot_read(rt, cell)
+        max_ts_of(store).value = saved            # as if the read had not raised it
+        return found
+
+
+class AsyncCommitWithoutMaxTs(AsyncCommit):
+    """BROKEN on purpose (notebook 09, the tests): async commit whose reads leave max_ts alone."""
+
+    name = "async-commit-without-max-ts"
+    Transaction = type("AsyncTransaction", (NoMaxTsTransaction, AsyncTransaction), {})

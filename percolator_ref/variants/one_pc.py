@@ -1,0 +1,83 @@
+"""One-phase commit (TiKV's 1PC) for a transaction whose writes all live in one row.
+
+Bigtable already makes one row's mutations atomic (§2.1), so a transaction
+that writes only cells of one row needs neither locks nor a primary: TiKV
+commits such a transaction in its prewrite ("If there is just a single
+prewrite then TiDB can set a flag on the request, then TiKV can just use the
+``min_commit_ts`` as the ``commit_ts`` and commit the transaction without
+TiDB sending the final commit message": the 1PC section of
+``design/async-commit/initial-design.md`` in ``tikv/sig-transaction``;
+``try_one_pc`` in TiKV's ``src/storage/txn/actions/prewrite.rs`` writes the
+write records at once instead of locks).
+
+Here: a transaction whose writes share one row (and that sets no weak
+notification elsewhere) commits in ONE row transaction, step ``"one-pc"``:
+the prewrite's checks on every written cell (no write record at or after
+``start_ts``, no lock), then the data at ``start_ts`` and the write records
+at ``commit_ts``. The commit timestamp is taken from the oracle inside that
+row transaction, while the row is held, so a reader whose ``start_ts`` is
+later than it reads the row after the write (the role §2.3's "all locks
+written before commit_ts" plays in two-phase commit). TiKV instead computes
+it in the store from ``max_ts`` (see the async-commit variant). Any other
+transaction runs the paper's two-phase commit.
+"""
+from __future__ import annotations
+
+from .. import rows
+from ..bigtable import Condition
+from ..model import CommitPhase, Write, WriteKind, data_col, lock_col, write_col
+from . import Variant
+
+ONE_PC = "one-pc"
+
+
+class OnePCTransaction:
+    """Transaction mixin: one row transaction for a one-row transaction."""
+
+    def two_phase_commit(self) -> bool:
+        """One-phase commit if every write is in one row (and no notification elsewhere)."""
+        mutations = list(self.writes.values())
+        if not mutations or self.notifies or len({m.cell[:2] for m in mutations}) > 1:
+            return super().two_phase_commit()
+        return self.one_phase_commit(mutations)
+
+    def one_phase_commit(self, mutations: list) -> bool:
+        """Check like a prewrite, then write data and write records: no lock, ever."""
+        table, row = mutations[0].cell.table, mutations[0].cell.row
+        self.phase = CommitPhase.COMMIT_POINT       # this row transaction IS the commit point
+        with self.session.row_transaction(table, row, ONE_PC) as rt:
+            commit_ts = self.commit_timestamp()     # taken while the row is held
+            ok, found = rt.check_and_write(
+                [c for m in mutations for c in (Condition(write_col(m.cell.column),
+                                                          min_ts=self.start_ts),
+                                                 Condition(lock_col(m.cell.column)))],
+                [w for m in mutations for w in self.one_pc_writes(m, commit_ts)])
+            rt.explain(self.explain_one_pc(mutations, ok, found, commit_ts))
+        if ok:
+            self.commit_ts = commit_ts
+        return ok
+
+    def one_pc_writes(self, m, commit_ts: int) -> list:
+        """The data (unless a delete) at start_ts and the write record at commit_ts."""
+        column = m.cell.column
+        data = [(data_col(column), self.start_ts, m.value)] if m.kind is WriteKind.PUT else []
+        notify = self.session.is_observed(m.cell.table, column)
+        return data + [w for w in rows.commit_writes(column, Write(self.start_ts, m.kind),
+                                                     commit_ts, notify)
+                       if w[0] != lock_col(column)]
+
+    def explain_one_pc(self, mutations, ok: bool, found, commit_ts: int) -> str:
+        cells = ", ".join(str(m.cell) for m in mutations)
+        if ok:
+            return (f"one-phase commit {cells}: no write after start {self.start_ts}, no lock: "
+                    f"data @ {self.start_ts} and write records at commit ts {commit_ts}, no lock")
+        blocker = next(f for f in found if f is not None)
+        return (f"one-phase commit {cells}: {'lock' if len(found) % 2 == 0 else 'write record'}"
+                f" @ {blocker[0]} -> conflict, abort (nothing written)")
+
+
+class OnePC(Variant):
+    """TiKV's one-phase commit: ``Cluster(variants=[OnePC()])``."""
+
+    name = "one-pc"
+    Transaction = OnePCTransaction

@@ -1,0 +1,34 @@
+"""Running in a browser: what the static JupyterLite site (Pyodide) cannot do.
+
+Under Pyodide (``sys.platform == "emscripten"``) there are no sockets, no
+subprocesses and no threads: Redis, client processes and thread-timed runs
+are out of reach. A notebook that needs them calls
+:func:`needs_local_python` in its first code cell: in CPython it does
+nothing (and prints nothing); in a browser it stops the notebook right there
+with a short note instead of a traceback halfway down. The notebook's saved
+outputs below it still show a recorded run.
+"""
+from __future__ import annotations
+
+import sys
+
+IN_BROWSER = sys.platform == "emscripten"
+
+
+class NeedsLocalPython(RuntimeError):
+    """Raised in a browser by :func:`needs_local_python`; shown as its note, not a traceback."""
+
+    def _render_traceback_(self):        # IPython shows these lines instead of a traceback
+        return [str(self)]
+
+
+def needs_local_python(reason: str) -> None:
+    """Stop here when running in a browser; ``reason``: what the notebook needs that it lacks."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise ValueError(f"reason must say what the notebook needs, got {reason!r}")
+    if IN_BROWSER:
+        raise NeedsLocalPython(
+            f"This notebook needs a local Python: {reason}. A browser (Pyodide) has no "
+            f"sockets, subprocesses or threads, so it stops here. The saved outputs below "
+            f"are a recorded run. To run it, use JupyterLab on your machine (make lab) "
+            f"or Binder (see the README).")

@@ -1,0 +1,203 @@
+"""The static JupyterLite site (``make lite``) in headless Chromium, offline.
+
+``build/lite`` is served from a loopback HTTP server in this process; Chromium
+runs with every other address unreachable (a dead proxy and a resolver that
+knows no host), and the test asserts that no request left the loopback. In
+the browser, Pyodide runs the kit from the site's own wheels:
+
+- exercise 01 with the solution's answer typed into its answer cell: run all
+  cells, the self-check passes;
+- notebook 02's stepper: ``Step`` three times shows the primary lock; the
+  two-transfer stepper then steps a branch (``Back``, then the other
+  transaction) and the table shows the new branch;
+- notebook 07 (Redis, processes) stops at its first cell with a note.
+
+Without a browser: the site serves npm's Pyodide at the kernel's version, and
+every wheel loaded at start is in the site with the lock file's sha256.
+
+The site is built by ``make lite`` (``make test`` builds it first and sets
+``PERCOLATOR_REQUIRE_LITE=1``, so a missing site fails instead of skipping).
+"""
+import hashlib
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(os.environ.get("PERCOLATOR_LITE_DIR", ROOT / "build" / "lite"))
+SCREENSHOT = ROOT / "artifacts" / "lite_branch.png"     # git-ignored
+KERNEL_START_S = 120         # generous: 15-30 s on this machine (make bench-lite)
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(170)]
+
+
+def load(name: str):
+    """lite/<name>.py (build tooling, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(f"lite_{name}", ROOT / "lite" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+drive, serve = load("drive"), load("serve")
+ALL_PASSED = re.compile(r"\b(\d+)/\1 checks passed")     # "13/13 checks passed", not "0/13"
+
+
+def require_site() -> None:
+    if not (SITE / "jupyter-lite.json").exists():
+        if os.environ.get("PERCOLATOR_REQUIRE_LITE"):
+            pytest.fail(f"{SITE} is not built: run make lite")
+        pytest.skip(f"{SITE} is not built (make lite; make test builds it)")
+
+
+def test_the_site_serves_its_own_pyodide_and_every_local_wheel_matches_the_lock():
+    require_site()
+    from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
+    config = json.loads((SITE / "jupyter-lite.json").read_text())["jupyter-config-data"]
+    kernel = config["litePluginSettings"]["@jupyterlite/pyodide-kernel-extension:kernel"]
+    assert kernel["pyodideUrl"] == "./static/pyodide/pyodide.mjs"
+    assert kernel["disablePyPIFallback"] is True
+    pyodide = SITE / "static" / "pyodide"
+    assert json.loads((pyodide / "package.json").read_text())["version"] == PYODIDE_VERSION
+    lock = json.loads((pyodide / "pyodide-lock.json").read_text())["packages"]
+    local = {name: spec for name, spec in lock.items() if "://" not in spec["file_name"]}
+    for name, spec in local.items():
+        wheel = pyodide / spec["file_name"]
+        assert wheel.exists(), f"{name}: {wheel.name} is not in the site"
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == spec["sha256"], name
+    wanted = kernel["loadPyodideOptions"]["packages"]
+    todo, needed = list(wanted), set()          # everything loaded at start is local
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
+        if name not in needed:
+            needed.add(name)
+            todo.extend(lock[name]["depends"])
+    assert needed <= local.keys(), f"fetched from a CDN at start: {sorted(needed - local.keys())}"
+    assert {"percolator-ref", "greenlet-pyodide", "ipywidgets", "pyodide-kernel"} <= needed
+    assert "pandas" in lock and "pandas" not in local          # on demand, from Pyodide's CDN
+
+
+def test_browser_wheels_are_pinned_at_the_versions_jupyterlab_uses_here():
+    """lite/requirements-browser.txt: exact pins; the widget packages as in .venv / requirements.txt."""
+    import importlib.metadata
+    lines = (ROOT / "lite" / "requirements-browser.txt").read_text().splitlines()
+    pins = dict(line.split("#")[0].strip().split("==") for line in lines
+                if line.split("#")[0].strip())
+    assert "greenlet-pyodide" in pins
+    for name in ("ipywidgets", "comm", "jupyterlab-widgets"):
+        assert pins[name] == importlib.metadata.version(name), name
+    required = (ROOT / "requirements.txt").read_text()
+    assert f"ipywidgets=={pins['ipywidgets']}" in required
+
+
+@pytest.fixture(scope="module")
+def site():
+    """The base URL of build/lite served on 127.0.0.1 (a free port)."""
+    require_site()
+    if not os.path.exists(drive.CHROMIUM):
+        pytest.skip(f"{drive.CHROMIUM} is missing (install Debian's chromium; .ci/run does)")
+    pytest.importorskip("playwright.sync_api")
+    server = serve.start(SITE)
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def lite(site):
+    """``(base_url, page)`` in an offline Chromium; afterwards, no request left the loopback."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        browser = drive.launch(p)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            asked = []
+            context.on("request", lambda r: asked.append(r.url))   # the kernel's worker too
+            page = context.new_page()
+            yield site, page
+            assert any(u.endswith("/pyodide-lock.json") for u in asked), \
+                "the kernel's requests were not seen: the offline check below would be hollow"
+            outside = [u for u in asked if not u.startswith((site, "data:", "blob:"))]
+            assert not outside, f"the site asked for non-loopback URLs: {outside[:5]}"
+        finally:
+            browser.close()
+
+
+def test_exercise_01_with_the_solutions_answer_passes_its_self_check(lite):
+    from playwright.sync_api import expect
+    base, page = lite
+    index, answer = drive.solution_answer(ROOT / "exercises" / "01_snapshot_read.ipynb",
+                                          ROOT / "solutions" / "01_snapshot_read.ipynb")
+    drive.open_notebook(page, base, "exercises/01_snapshot_read.ipynb", KERNEL_START_S)
+    check = page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea")
+    # The committed notebook may carry outputs: clear them, so what we see is this run's.
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    expect(check).not_to_contain_text("checks passed")
+    drive.run_all(page)                # the unanswered exercise fails its check
+    expect(check).to_contain_text("NotImplementedError", timeout=60_000)
+    expect(check).not_to_contain_text(ALL_PASSED)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    drive.set_cell_source(page, index, answer)
+    drive.run_all(page)
+    expect(check).to_contain_text(ALL_PASSED, timeout=60_000)
+    outputs = " ".join(page.locator(".jp-OutputArea-output").all_inner_texts())
+    assert "Traceback" not in outputs and "Error" not in outputs, outputs[-2000:]
+    assert "FAIL" not in check.inner_text()
+
+
+def test_notebook_02_steps_the_transfer_and_a_branch(lite):
+    from playwright.sync_api import expect
+    base, page = lite
+    drive.open_notebook(page, base, "notebooks/02_transfer_example.ipynb", KERNEL_START_S)
+    cells = json.loads((ROOT / "notebooks" / "02_transfer_example.ipynb").read_text())["cells"]
+    playground = next(i for i, c in enumerate(cells) if "playground.widget()" in "".join(c["source"]))
+    duel = next(i for i, c in enumerate(cells) if "duel.widget()" in "".join(c["source"]))
+    drive.run_cell(page, playground)
+    widget = page.locator(".jupyter-widgets.widget-vbox").first
+    table = widget.locator(".percolator-cells")
+    expect(table).to_contain_text("5: 10", timeout=60_000)
+    for _ in range(3):                 # get Bob, get Joe, prewrite the primary
+        widget.get_by_role("button", name="Step", exact=True).click()
+    expect(table).to_contain_text("I am primary", timeout=20_000)
+    expect(widget).to_contain_text("prewrite Bob.bal")
+
+    drive.run_cell(page, duel)               # T7: Bob -> Joe $7; T8: Joe -> Bob $1
+    widget = page.locator(".jupyter-widgets.widget-vbox").nth(1)
+    table = widget.locator(".percolator-cells")
+    expect(table).to_contain_text("5: 10", timeout=60_000)
+    step = widget.get_by_role("button", name="Step", exact=True)
+    for _ in range(3):                 # T7 gets Bob, gets Joe, locks Bob
+        step.click()
+    expect(widget).to_contain_text("frame 3: T7 prewrite-primary Bob", timeout=20_000)
+    expect(table).to_contain_text("I am primary")
+    widget.get_by_role("button", name="Back", exact=True).click()
+    expect(widget).to_contain_text("frame 2: T7 get Joe", timeout=20_000)
+    widget.get_by_role("button", name="T8", exact=True).click()
+    step.click()                       # the branch: T8 moves where T7 locked Bob before
+    expect(widget).to_contain_text("frame 3: T8 get Joe", timeout=20_000)
+    expect(table).not_to_contain_text("I am primary")
+    expect(table).to_contain_text("6: data @ 5")
+    expect(widget).to_contain_text("a new branch from frame 2")
+    widget.scroll_into_view_if_needed()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
+
+
+def test_a_notebook_that_needs_a_local_python_stops_at_its_top_with_a_note(lite):
+    from playwright.sync_api import expect
+    base, page = lite
+    drive.open_notebook(page, base, "notebooks/07_bigtable_vs_percolator_benchmark.ipynb",
+                        KERNEL_START_S)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    drive.run_all(page)
+    guard = page.locator(".jp-Notebook .jp-CodeCell").first.locator(".jp-OutputArea")
+    expect(guard).to_contain_text("This notebook needs a local Python", timeout=60_000)
+    expect(guard).not_to_contain_text("Traceback")
+    page.wait_for_function(drive.KERNEL_IDLE, timeout=30_000)
+    later = page.locator(".jp-Notebook .jp-CodeCell .jp-OutputArea-output")
+    assert later.count() == 1, "cells below the note ran"

@@ -1,0 +1,226 @@
+"""Every number in a notebook's prose comes from a cell above it, or is the paper's.
+
+The convention. A code cell that computes what the prose below it quotes ends
+with a literal dict under the comment ``# prose numbers``, and asserts it
+against what the cell computed:
+
+    # prose numbers
+    quoted = {"losers": 5, "on a live lock": 1}
+    assert quoted == {"losers": len(lost), "on a live lock": on_live_lock}
+
+nbval re-runs every committed notebook, so the assert holds on every run. This
+test reads the committed notebooks (no kernel) and checks, for every number a
+markdown cell states, that it equals a value of some ``# prose numbers`` dict
+of a code cell above it (rounded to the digits the prose shows; ``40%`` also
+matches 0.4), or that it is one of the paper's own figures (:data:`PAPER`) in
+a cell that cites the paper (a small one, 1 to 10, only in a sentence that
+cites it). A ``# prose numbers`` dict must be asserted in
+its own cell, by name.
+
+What counts as a number: digits standing alone (``12``, ``1,000``, ``0.23``,
+``$-30``, ``40%``, ``30×``). Not numbers: names (``T7``, ``A0001``, files, ``2's``),
+references (``§3.2``, ``Figure 8``, ``notebook 3``, ``exercise 07``, ``part 5``,
+``state 4``, ``transaction 2``, ...), list and heading numerals, and anything
+in code spans, code blocks, HTML tags or link targets. The self-tests below
+show the check failing on a notebook that breaks each rule.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import re
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MARKER = "# prose numbers"
+
+# The paper's figures (Peng & Dabek, OSDI 2010), as ../shared/PAPER_FACTS.md and the seed
+# notes carry them; allowed only in a markdown cell that cites the paper.
+PAPER = {
+    15513: "Figure 8: Bigtable reads/s", 14590: "Figure 8: Percolator reads/s",
+    0.94: "Figure 8: read ratio", 31003: "Figure 8: Bigtable writes/s",
+    7232: "Figure 8: Percolator writes/s", 0.23: "Figure 8: write ratio",
+    240: "Figure 7: machines", 20: "§3.1: minutes per MapReduce pass at 1%",
+    30: "§3.1: minutes of MapReduce delay; §3.3: 30x CPU per transaction",
+    2: "§3.1: seconds of Percolator delay; §2.3: 2 million timestamps/s; §3.3: 2 to 5 s",
+    1000: "§3.1: Percolator about 1000x faster", 1: "§3.1: a 1% crawl rate",
+    40: "§3.1: Percolator saturates at 40% per hour", 100: "§3.1: MapReduce sustains over 100%; "
+    "§3.1: about 100 times faster; §3.3: a broker per about a hundred customers",
+    11: "Figure 9: from 11 cores", 15000: "Figure 9: to 15,000 cores",
+    11200: "Figure 9: tps on 15,000 cores", 3183: "Figure 9: the commercial system's tpsE",
+    64: "Figure 9: the commercial system's cores", 15: "Figure 10: tablet servers",
+    5: "§3.3: about every 5 seconds; 2 to 5 s latency", 50: "§2.5: about 50 Bigtable operations per document",
+    10: "§2.5: about 10 times fewer reads with prefetching",
+    7: "Figure 4: the $7 moved from Bob to Joe",
+}
+CITES_PAPER = re.compile(r"\bpaper\b|§|\bFigures?\s+\d", re.I)
+
+_CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_LINK = re.compile(r"\]\([^)]*\)")
+_LEAD = re.compile(r"^\s*(?:#+\s*\d+(?:\.\d+)*\.?\s|\d+\.\s|[-*]\s)")
+_NUM = re.compile(r"(?<![\w.\-/\\])(?:\\?\$)?[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×)?"
+                  r"(?![\w])")
+_REFERENCE = (r"§§?|\bfigures?|\bfig\.|\bnotebooks?|\bexercises?|\bparts?|\bstates?|\bsteps?"
+              r"|\bcells?|\bframes?|\bquestions?|\blines?|\bsections?|\btransactions?|\bchapters?|\bpoints?")
+_AFTER_REFERENCE = re.compile(rf"(?:{_REFERENCE})\s*(?:[\d.]+\s*(?:,|and|or|to|-|–)\s*)*$", re.I)
+
+# Notebooks added after these checks were written, by their own authors: visible in every
+# run as a skip with its reason until they follow the conventions (then remove them here).
+NOT_CONVERTED = {
+    "10_percolator_and_spanner.ipynb": "notebook 10 (helper 23b) predates this check: "
+                                       "convert it (data below its reveals / prose numbers)",
+}
+
+
+def joined(text) -> str:
+    return "".join(text) if isinstance(text, list) else text
+
+
+def prose_numbers(markdown: str) -> list:
+    """``[(text, value, decimals, is_percent)]``: the numbers a markdown cell states."""
+    text = _LINK.sub("]", _TAG.sub(" ", _CODE.sub(" ", markdown)))
+    found = []
+    for para in re.split(r"\n\s*\n", text):
+        line = " ".join(_LEAD.sub(" ", ln) for ln in para.split("\n"))
+        for m in _NUM.finditer(line):
+            if _AFTER_REFERENCE.search(line[:m.start()]) or line[m.end():].startswith("'s"):
+                continue
+            raw = m.group(0).strip("\\$×%").replace("\\$", "").replace("$", "").replace("−", "-")
+            raw = raw.rstrip(",").replace(",", "")
+            decimals = len(raw.split(".")[1]) if "." in raw else 0
+            found.append((m.group(0), float(raw), decimals, m.group(0).endswith("%")))
+    return found
+
+
+def numbers_in(value) -> list:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in numbers_in(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in numbers_in(v)]
+    return []
+
+
+def recorded(source: str) -> tuple:
+    """``(values, problems)`` of a code cell's ``# prose numbers`` dict(s)."""
+    lines, values, problems = source.split("\n"), [], []
+    tree = None
+    for i, line in enumerate(lines):
+        if not line.strip().startswith(MARKER):
+            continue
+        tree = tree or ast.parse(source)
+        target = next((n for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                       and n.lineno == i + 2 and isinstance(n.targets[0], ast.Name)), None)
+        if target is None or not isinstance(target.value, ast.Dict):
+            problems.append(f"line {i + 2}: '{MARKER}' must be followed by NAME = {{...}}")
+            continue
+        name = target.targets[0].id
+        try:
+            values += numbers_in(ast.literal_eval(target.value))
+        except ValueError:
+            problems.append(f"{name}: the prose numbers must be literals")
+        asserted = any(isinstance(n, ast.Assert) and any(isinstance(x, ast.Name) and x.id == name
+                                                          for x in ast.walk(n.test))
+                       for n in ast.walk(tree))
+        if not asserted:
+            problems.append(f"{name}: a '{MARKER}' dict must be asserted in its cell")
+    return values, problems
+
+
+def matches(value: float, decimals: int, percent: bool, known: list) -> bool:
+    candidates = [value] + ([value / 100] if percent else [])
+    for k in known:
+        for v, d in ((c, decimals + (2 if c is not value else 0)) for c in candidates):
+            if round(k, d) == v or round(abs(k), d) == abs(v) and v < 0 <= -k:
+                return True
+    return False
+
+
+def _in_citing_sentence(source: str, text: str) -> bool:
+    """A small paper number (1 to 10) counts only in a sentence that itself cites the paper."""
+    sentences = re.split(r"(?<=[.;:!?])\s+|\n\s*\n", source)
+    return any(text in s and CITES_PAPER.search(s) for s in sentences)
+
+
+def problems(nb: dict, name: str = "notebook") -> list:
+    out, known = [], []
+    for i, cell in enumerate(nb["cells"]):
+        source = joined(cell["source"])
+        if cell["cell_type"] == "code":
+            values, bad = recorded(source)
+            known += values
+            out += [f"{name} cell {i}: {b}" for b in bad]
+            continue
+        if cell["cell_type"] != "markdown":
+            continue
+        paper = CITES_PAPER.search(source) is not None
+        for text, value, decimals, percent in prose_numbers(source):
+            if matches(value, decimals, percent, known):
+                continue
+            if paper and value in PAPER and (value >= 11 or value != int(value)
+                                             or _in_citing_sentence(source, text)):
+                continue
+            out.append(f"{name} cell {i}: {text!r} is not a prose number recorded above"
+                       + (" (nor the paper's)" if paper else ""))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_prose_number_is_recorded_above_or_the_papers(path):
+    if path.name in NOT_CONVERTED:
+        pytest.skip(NOT_CONVERTED[path.name])
+    assert problems(json.loads(path.read_text()), path.name) == []
+
+
+def test_the_convention_is_used():
+    used = sum(MARKER in joined(c["source"]) for p in NOTEBOOKS
+               for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
+    assert used >= len(NOTEBOOKS)
+
+
+# -- the check can fail ------------------------------------------------------------
+
+def _nb(*cells):
+    return {"cells": [{"cell_type": t, "source": s, "metadata": {}} for t, s in cells]}
+
+
+GOOD_CODE = "n = 2 + 3\n# prose numbers\nquoted = {'n': 5, 'share': 0.2749}\nassert quoted == {'n': n, 'share': 0.2749}"
+
+
+def test_a_recorded_number_passes_and_rounding_and_percent_match():
+    nb = _nb(("code", GOOD_CODE), ("markdown", "Five is 5; about 0.27 of it, or 27%, in T7's run (§2.3, Figure 8)."))
+    assert problems(nb) == []
+
+
+def test_an_unrecorded_number_fails():
+    nb = _nb(("code", GOOD_CODE), ("markdown", "The run committed 6 of them."))
+    assert any("'6'" in p for p in problems(nb))
+
+
+def test_a_number_recorded_only_below_fails():
+    nb = _nb(("markdown", "It was 5."), ("code", GOOD_CODE))
+    assert any("'5'" in p for p in problems(nb))
+
+
+def test_an_unasserted_dict_fails():
+    nb = _nb(("code", "# prose numbers\nquoted = {'n': 5}"), ("markdown", "It was 5."))
+    assert any("must be asserted" in p for p in problems(nb))
+
+
+def test_paper_numbers_only_where_the_paper_is_cited():
+    assert problems(_nb(("markdown", "The paper measured 0.23 on writes."))) == []
+    assert problems(_nb(("markdown", "We measured 0.23 on writes."))) != []
+
+
+def test_references_and_names_are_not_numbers():
+    text = "See §3.2, Figures 9 and 10, notebook 3, exercises 5 to 8, state 4, T7 and A0001.\n1. a list"
+    assert prose_numbers(text) == []
+    assert [t for t, *_ in prose_numbers("checking \\$-30, 1,000 rows, 30×, 40%")] == [
+        "\\$-30", "1,000", "30×", "40%"]

@@ -1,0 +1,155 @@
+"""TiKV's async commit (percolator_ref.variants.async_commit).
+
+What it changes: the client may answer once every prewrite succeeded (two row
+transactions for a two-cell transfer instead of the paper's prewrite, prewrite,
+timestamp, commit); the commit timestamp is the largest min_commit_ts. What
+keeps it snapshot-isolated: readers raise the store's max_ts before reading.
+The anomaly without that (a fractured read), and none with it; a dead client's
+transaction resolved by checking every secondary, committed or rolled back.
+"""
+from __future__ import annotations
+
+import pytest
+
+from percolator_ref import ClientCrash, Cluster, ManualClock
+from percolator_ref.interceptors import attach
+from percolator_ref.step import Step
+from percolator_ref.variants.async_commit import (CHECK_SECONDARY, AsyncCommit,
+                                                  AsyncCommitWithoutMaxTs, max_ts_of)
+from percolator_ref.variants.locks import TiKVLock
+from percolator_ref.workloads import tikv
+
+from helpers import all_locks, fresh_view
+
+
+def memory(variants, lock_ttl=1.0):
+    return Cluster(clock=ManualClock(), lock_ttl=lock_ttl, variants=variants)
+
+
+def setup(cluster, value=0):
+    t = cluster.begin()
+    t.set("a", "v", value)
+    t.set("b", "v", value)
+    assert t.commit()
+
+
+class ReaderStartsInsideTheCommit:
+    """On W's session: just before W's first prewrite (W has taken its lower-bound
+    timestamp), R begins and reads a."""
+
+    def __init__(self, cluster):
+        self.cluster, self.reader, self.seen_a = cluster, None, None
+
+    def before(self, rt):
+        if self.reader is None and rt.step is Step.PREWRITE_PRIMARY:
+            self.reader = self.cluster.begin()
+            self.seen_a = self.reader.get("a", "v")
+
+
+def fractured_read(variant):
+    """W commits a and b; R begins inside W's commit and reads a, then b after W's commit."""
+    cluster = memory([variant])
+    setup(cluster)
+    w = cluster.begin()
+    w.set("a", "v", 1)
+    w.set("b", "v", 1)
+    inside = ReaderStartsInsideTheCommit(cluster)
+    with attach(w.session, inside):
+        assert w.commit()
+    r = inside.reader
+    seen_b = r.get("b", "v")
+    assert r.commit()
+    return cluster, w, r, (inside.seen_a, seen_b)
+
+
+def test_without_max_ts_a_reader_sees_half_of_an_async_commit():
+    cluster, w, r, seen = fractured_read(AsyncCommitWithoutMaxTs())
+    assert w.commit_ts <= r.start_ts            # committed "before" the reader's snapshot...
+    assert seen == (0, 1)                        # ... but the reader read a before it wrote
+    assert not cluster.check_history().ok
+
+
+def test_with_max_ts_the_commit_lands_after_the_readers_snapshot():
+    cluster, w, r, seen = fractured_read(AsyncCommit())
+    assert w.commit_ts > r.start_ts and seen == (0, 0)
+    assert max_ts_of(cluster.bigtable).value >= r.start_ts
+    assert cluster.check_history().ok
+
+
+def test_the_primary_lists_the_secondaries_and_every_lock_has_a_min_commit_ts():
+    cluster = memory([AsyncCommit()])
+    setup(cluster)
+    t = cluster.begin()
+    for row in "abc":
+        t.set(row, "v", 5)
+    with pytest.raises(ClientCrash):
+        t.commit(crash_after="prewrite")
+    locks = {row: cluster.bigtable.versions("default", row, "v:lock")[0][1] for row in "abc"}
+    assert all(isinstance(lock, TiKVLock) and lock.min_commit_ts > t.start_ts
+               for lock in locks.values())
+    assert [str(c) for c in locks["a"].secondaries] == ["b.v", "c.v"]
+    assert locks["b"].secondaries == () == locks["c"].secondaries
+
+
+def test_the_answer_comes_one_round_trip_earlier():
+    cost = tikv.cost_table({"paper": list, "async commit": lambda: [AsyncCommit()]},
+                           [("a", "v"), ("b", "v")])
+    paper, fast = cost.to_dict("records")
+    assert (paper["decided after (round trips)"], fast["decided after (round trips)"]) == (4, 3)
+    assert (paper["timestamps"], fast["timestamps"]) == (1, 1)
+    assert paper["row transactions"] == fast["row transactions"] == 4
+
+
+def test_a_crash_after_every_prewrite_is_a_commit_resolved_through_the_secondaries():
+    cluster = memory([AsyncCommit()])
+    setup(cluster)
+    t = cluster.begin()
+    t.set("a", "v", 7)
+    t.set("b", "v", 7)
+    with pytest.raises(ClientCrash):
+        t.commit(crash_after="prewrite")         # every prewrite succeeded: committed
+    cluster.clock.advance(2.0)
+    steps = []
+    with attach(cluster.bigtable, type("S", (), {"after": lambda s, rt: steps.append(rt.step)})()):
+        assert fresh_view(cluster) == {("a", "v"): 7, ("b", "v"): 7}
+    assert CHECK_SECONDARY in steps
+    assert t.outcome() is True and all_locks(cluster) == []
+    assert cluster.check_history().ok
+
+
+class ResolveBeforeTheSecondary:
+    """On the writer's session: before its secondary's prewrite, it pauses past its TTL
+    and a reader resolves its primary (the secondary is missing: rolled back)."""
+
+    def __init__(self, cluster):
+        self.cluster, self.read = cluster, None
+
+    def before(self, rt):
+        if rt.step is Step.PREWRITE_SECONDARY and self.read is None:
+            self.cluster.clock.advance(5.0)
+            self.read = self.cluster.begin().get("a", "v")
+
+
+def test_a_missing_secondary_rolls_the_transaction_back_and_its_late_prewrite_is_refused():
+    cluster = memory([AsyncCommit()])
+    setup(cluster)
+    t = cluster.begin()
+    t.set("a", "v", 7)
+    t.set("b", "v", 7)
+    resolver = ResolveBeforeTheSecondary(cluster)
+    with attach(t.session, resolver):
+        assert t.commit() is False               # its prewrite of b met the rollback record
+    assert resolver.read == 0
+    assert fresh_view(cluster) == {("a", "v"): 0, ("b", "v"): 0} and all_locks(cluster) == []
+    assert cluster.check_history().ok
+
+
+def test_async_commit_refuses_the_redis_store(redis_url):
+    with pytest.raises(ValueError, match="in-memory store"):
+        Cluster(backend=redis_url, variants=[AsyncCommit()])
+
+
+def test_async_commit_refuses_to_compose_with_the_lock_ttl():
+    from percolator_ref.variants.lock_ttl import LockTTL
+    with pytest.raises(ValueError, match="does not compose with LockTTL"):
+        Cluster(clock=ManualClock(), variants=[AsyncCommit(), LockTTL()])
