@@ -23,7 +23,7 @@ from percolator_ref.bigtable import RowTransaction
 from percolator_ref.cleanup import Cleanup
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
-from percolator_ref.raw import RawCellOperations
+from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
