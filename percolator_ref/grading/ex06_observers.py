@@ -425,7 +425,8 @@ def _primary(trial, p):
             and lock_col(ack) in wrote,
             f"the run's first write must be its acknowledgement (Transaction.acknowledge before "
             f"the observer runs): it is the primary, so two runs of one notification conflict on "
-            f"their first prewrite. The run's first prewrite locked {wrote}")
+            f"their first prewrite. The run that started at {r.timestamps[:1]} locked {wrote} "
+            f"in its first prewrite")
     fresh = d.runner(label="W2")
     d.sweep(fresh)
     require(d.calls(r) + d.calls(fresh) == 1 and len(d.acks()) == 1,

@@ -325,9 +325,10 @@ def _judge_market(p, seeded: list, trades: dict):
                 continue
             n = _folded_by(w, c)
             require(c.answer == {"value": n},
-                    f"aggregation {label} {said(c.answer)}, but the transactions of {label} that "
-                    f"committed deleted {n} side rows: aggregate returns how many it folded (0 "
-                    f"if it lost its conflict) ({answers})")
+                    f"aggregation {label} of {broker} (volume {p['folded']} folded before) "
+                    f"{said(c.answer)}, but the transactions of {label} that committed deleted {n} "
+                    f"side rows: aggregate returns how many it folded (0 if it lost its conflict) "
+                    f"({answers})")
         left = _locks_left(w)
         require(not left, f"a lock was left behind on {left[:1]} after every client finished "
                           f"and a reader cleaned up")
