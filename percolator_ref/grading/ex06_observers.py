@@ -446,8 +446,9 @@ def _raises(trial, p):
     r = d.runner(fail_first=True)
     failed = w.call(r, "run", "upper", d.row)
     require(isinstance(failed, dict) and str(failed.get("raised", "")).startswith("RuntimeError"),
-            f"the observer raised RuntimeError: run_observer must let it propagate (a failed run "
-            f"is not a conflict to retry); it {said(failed)}")
+            f"the observer raised RuntimeError in the run of the notification at {notify}: "
+            f"run_observer must let it propagate (a failed run is not a conflict to retry); it "
+            f"{said(failed)}")
     require(not d.acks() and not d.locks(),
             f"the run failed: nothing of it may be written (abandon its transaction), so the "
             f"notification at {notify} stays unacknowledged; found committed acknowledgements "
