@@ -42,10 +42,7 @@ TAG = re.compile(r"<[^>]+>")
 
 # Notebooks added after these checks were written, by their own authors: visible in every
 # run as a skip with its reason until they follow the conventions (then remove them here).
-NOT_CONVERTED = {
-    "10_percolator_and_spanner.ipynb": "notebook 10 (helper 23b) predates this check: "
-                                       "convert it (data below its reveals / prose numbers)",
-}
+NOT_CONVERTED: dict = {}
 
 
 def joined(text) -> str:

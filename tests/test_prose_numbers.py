@@ -14,15 +14,21 @@ markdown cell states, that it equals a value of some ``# prose numbers`` dict
 of a code cell above it (rounded to the digits the prose shows; ``40%`` also
 matches 0.4), or that it is one of the paper's own figures (:data:`PAPER`) in
 a cell that cites the paper (a small one, 1 to 10, only in a sentence that
-cites it). A ``# prose numbers`` dict must be asserted in
-its own cell, by name.
+cites it), or one of Spanner's figures as seed 004 gives them (:data:`SEED_004`,
+each checked against the seed's own words) in a cell that cites seed 004, by the
+same rule. A ``# prose numbers`` dict must be asserted in its own cell, by name.
 
 What counts as a number: digits standing alone (``12``, ``1,000``, ``0.23``,
 ``$-30``, ``40%``, ``30×``). Not numbers: names (``T7``, ``A0001``, files, ``2's``),
 references (``§3.2``, ``Figure 8``, ``notebook 3``, ``exercise 07``, ``part 5``,
-``state 4``, ``transaction 2``, ...), list and heading numerals, and anything
+``state 4``, ``transaction 2``, ``seed 004``, ...), list and heading numerals, and anything
 in code spans, code blocks, HTML tags or link targets. The self-tests below
 show the check failing on a notebook that breaks each rule.
+
+exercises/ and solutions/ follow a rule of their own (see "exercises and solutions"
+below): a number in an exercise's text is recorded or the paper's, or shown by the
+notebook's own code (its worked example, its check's report), or a given of a puzzle
+marked "A scenario to reason with".
 """
 from __future__ import annotations
 
@@ -58,6 +64,19 @@ PAPER = {
 }
 CITES_PAPER = re.compile(r"\bpaper\b|§|\bFigures?\s+\d", re.I)
 
+# Spanner's figures, as the project's notes on Spanner carry them (seed 004, in Chinese): each
+# with the words of the seed that state it (checked against ../shared/seeds/004_*.txt below);
+# allowed only in a markdown cell that cites seed 004 (small ones only in a citing sentence).
+SEED_004 = {
+    30: "每30秒同步一次对时",            # TrueTime's machines synchronise every 30 s
+    200: "每秒不超过200微妙",            # an atomic clock drifts at most 200 µs per second
+    6: "不超过6毫秒",                    # so at most 6 ms between synchronisations
+    1: "1毫秒的网络延迟",                # plus 1 ms of network
+    7: "总误差不超过7毫秒",              # ε is at most 7 ms
+    14: "也就是14ms",                    # commit wait at most 2ε, 14 ms
+}
+CITES_SEED_004 = re.compile(r"\bseeds?[ /]004\b", re.I)
+
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _TAG = re.compile(r"<[^>]+>")
 _LINK = re.compile(r"\]\([^)]*\)")
@@ -65,15 +84,12 @@ _LEAD = re.compile(r"^\s*(?:#+\s*\d+(?:\.\d+)*\.?\s|\d+\.\s|[-*]\s)")
 _NUM = re.compile(r"(?<![\w.\-/\\])(?:\\?\$)?[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:%|×)?"
                   r"(?![\w])")
 _REFERENCE = (r"§§?|\bfigures?|\bfig\.|\bnotebooks?|\bexercises?|\bparts?|\bstates?|\bsteps?"
-              r"|\bcells?|\bframes?|\bquestions?|\blines?|\bsections?|\btransactions?|\bchapters?|\bpoints?")
+              r"|\bseeds?|\bcells?|\bframes?|\bquestions?|\blines?|\bsections?|\btransactions?|\bchapters?|\bpoints?")
 _AFTER_REFERENCE = re.compile(rf"(?:{_REFERENCE})\s*(?:[\d.]+\s*(?:,|and|or|to|-|–)\s*)*$", re.I)
 
 # Notebooks added after these checks were written, by their own authors: visible in every
 # run as a skip with its reason until they follow the conventions (then remove them here).
-NOT_CONVERTED = {
-    "10_percolator_and_spanner.ipynb": "notebook 10 (helper 23b) predates this check: "
-                                       "convert it (data below its reveals / prose numbers)",
-}
+NOT_CONVERTED: dict = {}
 
 
 def joined(text) -> str:
@@ -143,16 +159,28 @@ def matches(value: float, decimals: int, percent: bool, known: list) -> bool:
     return False
 
 
-def _in_citing_sentence(source: str, text: str) -> bool:
+def _in_citing_sentence(source: str, text: str, cites=CITES_PAPER) -> bool:
     """A small paper number (1 to 10) counts only in a sentence that itself cites the paper."""
     sentences = re.split(r"(?<=[.;:!?])\s+|\n\s*\n", source)
-    return any(text in s and CITES_PAPER.search(s) for s in sentences)
+    return any(text in s and cites.search(s) for s in sentences)
 
 
-def problems(nb: dict, name: str = "notebook") -> list:
-    out, known = [], []
+def cited(source: str, text: str, value: float, figures: dict, cites) -> bool:
+    """``value`` is one of ``figures``, in a cell that ``cites`` their source (a small one,
+    1 to 10, only in a sentence that cites it)."""
+    return (cites.search(source) is not None and value in figures
+            and (value >= 11 or value != int(value) or _in_citing_sentence(source, text, cites)))
+
+
+def problems(nb: dict, name: str = "notebook", shown=(), hide=None) -> list:
+    """Every prose number of ``nb`` not recorded above (nor the paper's or seed 004's), as
+    readable strings. ``shown``: numbers that count as recorded everywhere; ``hide``: a
+    pattern whose matches in markdown are not read."""
+    out, known = [], list(shown)
     for i, cell in enumerate(nb["cells"]):
         source = joined(cell["source"])
+        if hide is not None and cell["cell_type"] == "markdown":
+            source = hide.sub(" ", source)
         if cell["cell_type"] == "code":
             values, bad = recorded(source)
             known += values
@@ -164,8 +192,8 @@ def problems(nb: dict, name: str = "notebook") -> list:
         for text, value, decimals, percent in prose_numbers(source):
             if matches(value, decimals, percent, known):
                 continue
-            if paper and value in PAPER and (value >= 11 or value != int(value)
-                                             or _in_citing_sentence(source, text)):
+            if (cited(source, text, value, PAPER, CITES_PAPER)
+                    or cited(source, text, value, SEED_004, CITES_SEED_004)):
                 continue
             out.append(f"{name} cell {i}: {text!r} is not a prose number recorded above"
                        + (" (nor the paper's)" if paper else ""))
@@ -179,10 +207,84 @@ def test_every_prose_number_is_recorded_above_or_the_papers(path):
     assert problems(json.loads(path.read_text()), path.name) == []
 
 
+# -- exercises and solutions ------------------------------------------------------------
+#
+# An exercise's text narrates runs (its worked example, its check) and sets a puzzle. The rule:
+# a number in its markdown is (a) recorded or the paper's, as in the notebooks, or (b) shown
+# by the notebook's own code cells, in their source or committed outputs: the worked example
+# that runs the scenario the text narrates ("start 5, commit 6" must be timestamps that cell
+# sets or asserts), and the check whose report the text counts ("runs 13 scenario checks"
+# must be the report's count); an exercise's answer cell is a stub, so its text cannot lean
+# on the solution's code; or (c) a given of the puzzle the text marks as one, from
+# "**A scenario to reason with**" to the end of its cell: the student's own reasoning, not the
+# result of a run (the grader's checks run such scenarios; this test does not read them).
+EXERCISES = (sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+             + sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb")))
+PUZZLE = re.compile(r"\*\*A scenario to reason with\b.*", re.S)
+_SHOWN = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
+
+# Numbers the owners of these texts have yet to bind (run them in the worked example, or mark
+# the table as a puzzle): each must still be found, so the list can only shrink.
+PENDING = {
+    "02_prewrite.ipynb": {"$3", "$9", "0"},            # Figure 4's cells, not run; "scores 0"
+    "03_commit.ipynb": {"0"},                          # "scores 0" (exercise: no 0 in its code)
+    "04_cleanup.ipynb": {"0", "1"},                    # attempt "(0, 1, ...)"; "scores 0"
+    "05_timestamp_oracle.ipynb": {"201", "202", "301", "0"},   # the intro's range table, not run
+    "07_broker_hotspot.ipynb": {"130"},                # the intro's side-table example, not run
+    "08_write_skew.ipynb": {"−20", "−70"},             # the write-skew table: the run shows the total
+}
+
+
+def shown_by_code(nb: dict) -> list:
+    """Every number the notebook's code cells show, in their source and committed outputs."""
+    texts = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        texts.append(joined(cell["source"]))
+        for out in cell.get("outputs", []):
+            texts.append(joined(out.get("text", "")) + joined(out.get("data", {}).get("text/plain", "")))
+    return sorted({float(m.group(0)) for t in texts for m in _SHOWN.finditer(t.replace("_", ""))})
+
+
+def exercise_problems(nb: dict, name: str) -> list:
+    return problems(nb, name, shown=shown_by_code(nb), hide=PUZZLE)
+
+
+def unbound(found: list) -> set:
+    return {re.search(r"'(.*)' is not", p).group(1) for p in found if " is not a prose" in p}
+
+
+@pytest.mark.parametrize("path", EXERCISES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_number_of_an_exercise_is_run_recorded_or_a_puzzle(path):
+    found = exercise_problems(json.loads(path.read_text()), path.name)
+    pending = PENDING.get(path.name, set())
+    assert [p for p in found if " is not a prose" not in p] == []
+    assert unbound(found) <= pending, sorted(unbound(found) - pending)
+
+
+@pytest.mark.parametrize("name", sorted(PENDING))
+def test_pending_numbers_are_still_there(name):
+    stale = set(PENDING[name])
+    for path in EXERCISES:
+        if path.name == name:
+            stale -= unbound(exercise_problems(json.loads(path.read_text()), name))
+    assert not stale, f"{name}: bound now, remove from PENDING: {sorted(stale)}"
+
+
 def test_the_convention_is_used():
     used = sum(MARKER in joined(c["source"]) for p in NOTEBOOKS
                for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code")
     assert used >= len(NOTEBOOKS)
+
+
+def test_spanner_figures_are_in_seed_004():
+    seeds = sorted((ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
+    if not seeds:
+        pytest.skip("../shared/seeds/004_*.txt is not next to this checkout")
+    text = seeds[0].read_text(encoding="utf-8")
+    for value, words in SEED_004.items():
+        assert words in text and str(value) in words, (value, words)
 
 
 # -- the check can fail ------------------------------------------------------------
@@ -224,3 +326,21 @@ def test_references_and_names_are_not_numbers():
     assert prose_numbers(text) == []
     assert [t for t, *_ in prose_numbers("checking \\$-30, 1,000 rows, 30×, 40%")] == [
         "\\$-30", "1,000", "30×", "40%"]
+
+
+def test_spanner_figures_only_where_seed_004_is_cited():
+    assert problems(_nb(("markdown", "The network adds 1 ms (seed 004), so ε is at most 7 ms "
+                                     "(seed 004); they synchronise every 30 s."))) == []
+    assert problems(_nb(("markdown", "The network adds 1 ms, and seed 004 says so."))) == []
+    assert any("'1'" in p for p in problems(_nb(("markdown", "Seed 004 is long. The network adds 1 ms."))))
+    assert any("'30'" in p for p in problems(_nb(("markdown", "Spanner synchronises every 30 s."))))
+    assert any("'31'" in p for p in problems(_nb(("markdown", "Every 31 s (seed 004)."))))
+
+
+def test_an_exercise_number_must_be_run_or_a_puzzle():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source":
+                     "The first commit (start 5, commit 6), then 3 readers.\n\n**A scenario to "
+                     "reason with.** A reader at 10 sees the version at 6."},
+                    {"cell_type": "code", "metadata": {}, "source": "t = Cluster(first_timestamp=5)",
+                     "outputs": [{"output_type": "stream", "text": "committed at 6\n"}]}]}
+    assert unbound(exercise_problems(nb, "x")) == {"3"}
