@@ -36,7 +36,7 @@ class Session:
         self.name = name
         self.bigtable, self.oracle = cluster.bigtable, cluster.oracle
         self.lockservice, self.clock = cluster.lockservice, cluster.clock
-        self.observers = cluster.observers
+        self.observers, self.tracer = cluster.observers, cluster.tracer
         self.owns_token = owns_token
         self.interceptors: list = []
         self.registered = False           # owns_token: registered at the first writing step
@@ -70,8 +70,10 @@ class Session:
         return self.lockservice.is_alive(client)
 
     def backoff(self, attempt: int) -> None:
-        """Sleep one exponential-backoff step on the cluster clock."""
-        self.clock.sleep(backoff_delay(attempt, self.lockservice.ttl))
+        """Sleep one exponential-backoff step on the cluster clock (reported to the tracer)."""
+        delay = backoff_delay(attempt, self.lockservice.ttl)
+        self.clock.sleep(delay)
+        self.tracer.waited(self.name, delay, "backs off", "before trying again")
 
     def is_observed(self, table: str, column: str) -> bool:
         """Does a committed write to this column notify an observer?"""

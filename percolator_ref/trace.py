@@ -5,6 +5,11 @@ Every row transaction of the protocol is reported here as a
 protocol step, what it read, what it changed, and a sentence saying why. The
 stepper, crash injection, benchmark counts and notebooks all read this
 stream; nothing re-implements the protocol to show it.
+
+Time a client spends waiting between row transactions (a backoff on a live
+lock, a commit wait) is reported beside it, by :meth:`Tracer.waited`, to the
+functions in ``Tracer.wait_subscribers``: the stepper says why its clock moved
+from these, not by guessing.
 """
 from __future__ import annotations
 
@@ -79,6 +84,7 @@ class Tracer:
     def __init__(self):
         self.counts = Counts()
         self._subscribers: list[Callable] = []
+        self.wait_subscribers: list[Callable] = []    # fn(client, seconds, verb, purpose)
         self._seq = 0
         self._lock = threading.Lock()
 
@@ -89,6 +95,13 @@ class Tracer:
     def subscribe(self, fn: Callable) -> Callable:
         self._subscribers.append(fn)
         return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def waited(self, client: Optional[str], seconds: float, verb: str, purpose: str) -> None:
+        """Report, after the wait, that ``client`` waited ``seconds`` on the clock, and why:
+        ``verb`` and ``purpose`` complete ``f"{client} {verb} {seconds:g} s on the clock
+        {purpose}"`` (e.g. "T8 backs off 0.004 s on the clock before trying again")."""
+        for fn in list(self.wait_subscribers):
+            fn(client, seconds, verb, purpose)
 
     def record(self):
         return _Recording(self)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple, Optional
 
 from . import cleanup, faults, rows
 from .bigtable import Condition
-from .errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
+from .errors import CommitOutcomeUnknown, StoreUnavailable, TransactionClosed
 from .interceptors import attach
 from .model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, TxStatus, Write, WriteKind,
                     check_cell, check_name,
@@ -211,18 +211,22 @@ class Transaction:
         see :mod:`percolator_ref.faults`) raises :class:`ClientCrash` there.
         A store failure before the commit point aborts (False); during it,
         raises :class:`CommitOutcomeUnknown` (see :meth:`outcome`); after it,
-        the commit stands (True). The transaction is closed in every case.
+        the commit stands (True). Any other exception (ClientCrash,
+        KeyboardInterrupt, SystemExit, an interceptor raising) propagates and the
+        transaction is closed as crashed: nothing more is written, its token
+        lapses after the TTL and :meth:`outcome` decides at the primary. The
+        transaction is closed in every case.
         """
         self.check_open()
         plan = faults.crash_plan(crash_after, self.session, len(self.writes))
         try:
             with attach(self.session, *([plan] if plan else [])):
                 ok = self.two_phase_commit()
-        except ClientCrash:
-            self.close(TxStatus.CRASHED)
-            raise
         except StoreUnavailable as failure:
             ok = self.after_store_failure(failure)
+        except BaseException:         # ClientCrash, an interrupt, an interceptor raising:
+            self.close(TxStatus.CRASHED)  # the client stopped; outcome() decides at the primary
+            raise
         self.close(TxStatus.COMMITTED if ok else TxStatus.ABORTED)
         return ok
 
@@ -368,10 +372,14 @@ class Transaction:
     def outcome(self) -> bool:
         """Committed (True) or not (False), decided at the primary once the store is reachable.
 
-        For a transaction whose commit raised :class:`CommitOutcomeUnknown` or
-        :class:`ClientCrash`: a write record at the primary means committed
-        (``commit_ts`` is set to it); a primary lock still there is rolled back
-        (the commit point can no longer be reached), so the answer is final.
+        For a transaction whose commit raised (:class:`CommitOutcomeUnknown`,
+        :class:`ClientCrash`, an interrupt): a write record at the primary
+        means committed (``commit_ts`` is set to it); a primary lock still there
+        is rolled back (the commit point can no longer be reached), so the
+        answer is final. A store with replicas (``wait=N``) answers the
+        primary's row transaction only once what it read is on N replicas, so a
+        decision a failover can lose is never reported: until then
+        :class:`StoreUnavailable` (call ``outcome()`` again).
         """
         if self.status == TxStatus.OPEN:
             raise ValueError("outcome() is for a transaction whose commit() ended; commit first")

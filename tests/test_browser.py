@@ -7,6 +7,11 @@ primary lock and then the commit record, as in the paper's Figure 4. Saves
 the screenshot to ``artifacts/transfer_stepper.png`` (git-ignored; set
 ``PERCOLATOR_SCREENSHOT`` to write elsewhere, e.g. to refresh the README's
 ``docs/screenshots/transfer_stepper.png``).
+
+Notebook 09 the same way: its rollback-records stepper is stepped until the
+reader has rolled the writer back (``rollback @ 7`` in both ``bal:write``
+cells), then ``Back`` and the writer's late prewrite fork the run, and the
+new branch shows the prewrite refused by the rollback record.
 """
 import os
 import secrets
@@ -80,6 +85,20 @@ def lab(tmp_path):
         log.close()
 
 
+KERNEL_IDLE = ("() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+               " const k = w && w.sessionContext && w.sessionContext.session"
+               " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }")
+
+
+def _open_and_run_all(page, base: str, token: str, notebook: str) -> None:
+    """Open ``notebook`` in JupyterLab, wait for its kernel, run every cell."""
+    page.goto(f"{base}/lab/tree/{notebook}?token={token}")
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=40_000)
+    page.wait_for_function(KERNEL_IDLE, timeout=40_000)
+    ran = page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    assert ran is not False
+
+
 def test_transfer_notebook_steps_through_figure4_in_chromium(lab):
     from playwright.sync_api import expect, sync_playwright
     base, token = lab
@@ -87,16 +106,7 @@ def test_transfer_notebook_steps_through_figure4_in_chromium(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(f"{base}/lab/tree/{NOTEBOOK}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=40_000)
-            page.wait_for_function(
-                "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-                " const k = w && w.sessionContext && w.sessionContext.session"
-                " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
-                timeout=40_000)
-            ran = page.evaluate(
-                "() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            assert ran is not False
+            _open_and_run_all(page, base, token, NOTEBOOK)
             widget = page.locator(".jupyter-widgets.widget-vbox").first
             table = widget.locator(".percolator-cells")
             step = widget.get_by_role("button", name="Step", exact=True)
@@ -122,5 +132,66 @@ def test_transfer_notebook_steps_through_figure4_in_chromium(lab):
             header = table.locator("thead th").all_inner_texts()
             bob = table.locator("tbody tr").first.locator("td").all_inner_texts()
             assert "8: data @ 7" in bob[header.index("bal:write") - 1]
+        finally:
+            browser.close()
+
+
+def _cell_under(table, row: str, column: str):
+    """``row``'s cell in ``column`` of a rendered cell table (a locator; versions that the
+    frame's step erased are struck through: ``<s>``)."""
+    header = table.locator("thead th").all_inner_texts()
+    for tr in table.locator("tbody tr").all():
+        if tr.locator("th").first.inner_text().strip() == row:
+            return tr.locator("td").nth(header.index(column) - 1)
+    raise AssertionError(f"no row {row!r} in the table")
+
+
+def test_notebook_09_steps_rollback_records_and_a_branch_in_chromium(lab):
+    from playwright.sync_api import expect, sync_playwright
+    base, token = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            _open_and_run_all(page, base, token, "09_what_tikv_changed.ipynb")
+            page.wait_for_function(KERNEL_IDLE, timeout=40_000)
+            widget = page.locator(".jupyter-widgets.widget-vbox").filter(
+                has=page.locator(".percolator-cells")).first
+            table = widget.locator(".percolator-cells")
+            step = widget.get_by_role("button", name="Step", exact=True)
+            expect(widget).to_contain_text("frame 0: initial state", timeout=30_000)
+            expect(table).not_to_contain_text("rollback")
+            for frame in (1, 2):               # T7 prewrites Bob (primary), then Joe
+                step.click()
+                expect(widget).to_contain_text(f"frame {frame}: T7 prewrite", timeout=10_000)
+            expect(table).to_contain_text("I am primary")
+            widget.get_by_role("button", name="T8", exact=True).click()
+            frame = 2
+            while "roll-back Joe" not in widget.locator("b").first.inner_text():
+                assert frame < 40, "T8 never rolled T7 back"
+                step.click()                   # T8 waits on Joe's lock, then cleans up
+                frame += 1
+                expect(widget).to_contain_text(f"frame {frame}: T8", timeout=10_000)
+            for row in ("Bob", "Joe"):         # the variant's mark: a rollback record
+                assert "7: rollback @ 7" in _cell_under(table, row, "bal:write").inner_text()
+            erased = _cell_under(table, "Joe", "bal:lock").locator("s").all_inner_texts()
+            assert erased == ["7: primary @ Bob.bal"]      # T8 rolled Joe back in this step
+
+            widget.get_by_role("button", name="Back", exact=True).click()
+            expect(widget).to_contain_text(f"frame {frame - 1}: T8 cleanup-primary Bob",
+                                           timeout=10_000)
+            joe_lock = _cell_under(table, "Joe", "bal:lock")
+            assert joe_lock.inner_text().strip() == "7: primary @ Bob.bal"
+            assert joe_lock.locator("s").count() == 0     # not erased: Joe is still locked
+            widget.get_by_role("button", name="T7", exact=True).click()
+            step.click()                       # the branch: T7's late prewrite of Bob
+            expect(widget).to_contain_text(f"frame {frame}: T7 prewrite-primary Bob",
+                                           timeout=10_000)
+            expect(widget).to_contain_text(f"a new branch from frame {frame - 1}")
+            expect(widget).to_contain_text("conflict, abort")
+            expect(widget).to_contain_text("T7: aborted")
+            assert "7: rollback @ 7" in _cell_under(table, "Bob", "bal:write").inner_text()
+            assert _cell_under(table, "Bob", "bal:lock").inner_text().strip() == ""
+            assert "primary @ Bob.bal" in _cell_under(table, "Joe", "bal:lock").inner_text()
         finally:
             browser.close()

@@ -55,7 +55,7 @@ def test_settings_refuse_bad_input(capsys):
     with pytest.raises(ValueError, match="masters"):
         failover.FailoverSettings(masters=2)
     assert main(["failover", "--before", "-1", "--json"]) == 2
-    assert "before_s must be" in capsys.readouterr().err
+    assert "argument --before" in capsys.readouterr().err
 
 
 class FakeBigtable:

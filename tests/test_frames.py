@@ -153,7 +153,8 @@ def test_hermitage_frame_has_each_scenario_side_by_side_with_its_verdict():
     assert p4.committed == "T1 yes, T2 no"
     assert "3. get 1 -> 10" in p4.T1 and "4. get 1 -> 10" in p4.T2
     assert "commit -> aborted: prewrite test/1.value: write record @ 5 >= start 4" in p4.T2
-    assert p4.reason.startswith("both write row 1: T1 committed at 5, after T2's start 4")
+    assert p4.reason.startswith("both write row 1: T2's prewrite meets T1's write record @5, "
+                                "newer than its start 4")
 
 
 def test_schedule_frame_puts_each_move_in_its_transactions_column():

@@ -165,3 +165,52 @@ def test_batching_client_hands_an_oracle_failure_to_every_waiting_caller():
     assert not any(t.is_alive() for t in threads) and len(errors) == 6
     oracle.fail = False
     assert client.get_timestamp() == 1           # the client recovers
+
+
+def test_batching_client_hands_an_interrupt_of_the_leader_to_every_waiter():
+    """Issue 21: a KeyboardInterrupt (any BaseException) in the leading caller's request
+    reaches every caller of its batch; nobody waits forever, and later callers are served."""
+    from percolator_ref import BatchingOracleClient, TimestampOracle
+
+    class Interrupted(TimestampOracle):
+        def __init__(self):
+            super().__init__()
+            self.release, self.entered, self.requests_seen = threading.Event(), threading.Event(), 0
+
+        def get_timestamps(self, n):
+            self.requests_seen += 1
+            if self.requests_seen == 1:          # the first request is held: a batch queues up
+                self.entered.set()
+                self.release.wait(10)
+            elif self.requests_seen == 2:        # that batch's request is interrupted
+                raise KeyboardInterrupt("Stop pressed in the leader")
+            return super().get_timestamps(n)
+
+    oracle = Interrupted()
+    client = BatchingOracleClient(oracle)
+    outcomes = {}
+
+    def call(name):
+        try:
+            outcomes[name] = client.get_timestamp()
+        except BaseException as e:              # noqa: BLE001 - what each caller got
+            outcomes[name] = type(e)
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
+    assert oracle.entered.wait(10)
+    batch = [threading.Thread(target=call, args=(f"b{i}",)) for i in range(3)]
+    for t in batch:
+        t.start()
+    deadline = time.monotonic() + 10
+    while client._waiting < 3 and time.monotonic() < deadline:   # noqa: SLF001 - test sync
+        time.sleep(0.01)
+    oracle.release.set()
+    for t in [first] + batch:
+        t.join(10)
+    assert not any(t.is_alive() for t in [first] + batch), "a caller waits forever"
+    assert isinstance(outcomes.pop("first"), int)
+    assert outcomes == {f"b{i}": KeyboardInterrupt for i in range(3)}
+    later = threading.Thread(target=call, args=("later",))
+    later.start()
+    later.join(10)
+    assert not later.is_alive() and isinstance(outcomes["later"], int)

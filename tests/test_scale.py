@@ -261,5 +261,7 @@ def test_interval95_and_a_slower_oracle():
     slow = slower_oracle(cal, 100)
     assert slow.oracle_request_s == pytest.approx(1e-4) and slow.oracle_timestamp_s == pytest.approx(1e-6)
     assert slow.row_transaction_s == cal.row_transaction_s
+    assert slow.source == "test; oracle 100x slower"
+    assert slower_oracle(cal, 1) is cal                        # 1x: the measured oracle, as named
     with pytest.raises(ValueError, match="factor"):
         slower_oracle(cal, 0.5)

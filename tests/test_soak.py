@@ -78,3 +78,22 @@ def test_soak_arguments_are_checked():
         run_soak(Cluster(), 0)
     with pytest.raises(ValueError, match="threads"):
         run_soak(Cluster(), 1, threads=0)
+
+
+def test_the_audit_counts_a_timestamp_handed_out_twice(audited):
+    c, soak = audited
+    assert soak.oracle.handed_out and soak.oracle.reissued() == []
+    soak.oracle.handed_out.append(soak.oracle.handed_out[3])      # as a rolled-back oracle would
+    audit(soak)
+    assert soak.report.reissued_timestamps == 1 and not soak.report.ok
+    assert any("handed out twice" in p for p in soak.report.problems)
+
+
+def test_every_timestamp_a_soak_uses_is_recorded():
+    c = Cluster(lock_ttl=0.5)
+    register_observers(c)
+    soak = Soak(c, 0, 4, 0.0, None, 1.0)
+    t = c.begin()
+    t.set("a0", "balance", 1, table="bank")
+    assert t.commit() is True
+    assert {t.start_ts, t.commit_ts} <= set(soak.oracle.handed_out)

@@ -223,6 +223,53 @@ def test_two_transfers_the_waiting_reader_backs_off_on_the_manual_clock():
         s.close()
 
 
+def test_a_commit_wait_is_named_as_one_not_as_a_backoff():
+    from percolator_ref.variants.truetime import SpannerTimestamps, truetime_source
+    s = Stepper({"t": transfer}, setup=figure4_setup,
+                make_cluster=lambda: Cluster(clock=ManualClock(), variants=[SpannerTimestamps()]))
+    try:
+        s.run()
+        waited_us = truetime_source(s.cluster).waits.commit[-1]       # [0] is the setup's
+        before_commit = next(f for f in s.frames if "commit wait" in f.note)
+        after = s.frames[before_commit.index + 1]
+        assert [e.step for e in after.events] == ["commit-primary"]     # the wait came first
+        assert "backs off" not in " ".join(f.note for f in s.frames)
+        assert f"waits {waited_us / 1e6:g} s on the clock" in before_commit.note
+        assert f"commit timestamp {s.cluster.history.records[-1].commit_ts}" in before_commit.note
+        assert "clock advanced" not in before_commit.note                # nothing unexplained
+    finally:
+        s.close()
+
+
+def test_a_clock_advance_that_no_wait_reports_is_stated_without_a_reason():
+    def dawdle(cluster):
+        t = cluster.begin()
+        bob = t.get("Bob", "bal")
+        cluster.clock.advance(0.5)                  # not a backoff: the script just took time
+        t.set("Bob", "bal", bob + 1)
+        return t.commit()
+    s = Stepper({"dawdle": dawdle}, setup=figure4_setup)
+    try:
+        moved = s.step()
+        assert "backs off" not in moved.note and "waits" not in moved.note
+        assert moved.note.endswith("The clock advanced 0.5 s during T7's move (now 0.5 s).")
+    finally:
+        s.close()
+
+
+def test_the_tracer_reports_waits_only_to_their_subscribers():
+    cluster = Cluster(first_timestamp=5, clock=ManualClock())
+    seen = []
+    def heard(client, seconds, verb, purpose):
+        seen.append((client, seconds))
+    cluster.tracer.wait_subscribers.append(heard)
+    with cluster.tracer.record() as events:
+        cluster.tracer.waited("T7", 0.25, "backs off", "before trying again")
+    cluster.tracer.wait_subscribers.remove(heard)
+    cluster.tracer.waited("T7", 1.0, "backs off", "before trying again")
+    assert seen == [("T7", 0.25)] and events == []       # not a row transaction event
+
+
 def test_a_live_lock_holder_that_never_moves_is_judged_dead_after_the_ttl():
     def make():
         return Cluster(first_timestamp=5, clock=ManualClock(), lock_ttl=1.0)

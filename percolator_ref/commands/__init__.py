@@ -13,24 +13,31 @@ import importlib
 import pkgutil
 
 from .. import __version__
+from .arguments import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="percolator",
         description="The Percolator teaching kit: demos, benchmarks, workloads and grading "
                     "over the reference implementation of Peng & Dabek (OSDI 2010).")
     parser.add_argument("--version", action="version", version=f"percolator_ref {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                       parser_class=OneLineParser)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{info.name}")
-        module.register(subparsers)
+        if hasattr(module, "register"):       # (arguments.py is shared, not a command)
+            module.register(subparsers)
     return parser
 
 
 def main(argv=None) -> int:
+    """Run the command; its exit status (2, after one line on stderr, for a bad argument)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:            # --help, --version, or a refused argument
+        return done.code
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2

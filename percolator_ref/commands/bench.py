@@ -2,7 +2,15 @@
 from __future__ import annotations
 
 import json
-import sys
+
+from .arguments import Count, Seconds, backend_argument, refuse
+
+OPS = Count(1, 1_000_000)
+ROUNDS = Count(1, 100)
+LATENCY = Seconds(1.0, zero=True)
+CLIENTS = Count(1, 64)
+THREADS = Count(1, 64)
+SECONDS = Seconds(600)
 
 
 def register(subparsers) -> None:
@@ -14,37 +22,45 @@ def register(subparsers) -> None:
                     "memory, and the count of row transactions and oracle calls per operation.")
     p.add_argument("--quick", action="store_true", help="a short run (under 30 s)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--backend", default=None,
+    p.add_argument("--backend", type=backend_argument("redis"), default=None,
                    help="store URL passed to Cluster(backend=...), e.g. redis://127.0.0.1:6390/0; "
                         "'redis' starts a throwaway local redis-server for the run. Over Redis "
                         "both ways of a check-and-write step are measured: 'separate' (read "
                         "under a lease, then write: 2 round trips) and 'combined' (one script, "
                         "the paper's conditional mutation), with round trips per operation")
-    p.add_argument("--ops", type=int, default=None, help="operations per measurement")
-    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (median)")
-    p.add_argument("--latency", type=float, default=0.0,
-                   help="modeled round trip per row transaction in the main run (seconds)")
-    p.add_argument("--model-latency", type=float, default=0.0002,
-                   help="also run with this modeled round trip per row transaction "
-                        "(seconds; 0 to skip)")
-    p.add_argument("--clients", type=int, default=None,
-                   help="Figure 8 with this many concurrent client PROCESSES (needs a Redis "
-                        "backend): each runs --threads threads and has a batching oracle "
-                        "client; reports clients, the three ratios, server_calls_per_op (the "
-                        "oracle amortized) and client/server CPU per operation")
-    p.add_argument("--threads", type=int, default=4,
-                   help="with --clients: concurrent operations per client process")
-    p.add_argument("--seconds", type=float, default=None,
-                   help="with --clients: seconds per measured phase (default 1, --quick 0.5)")
-    p.add_argument("--profile", action="store_true",
-                   help="with --clients: add a cProfile of one client thread's raw and "
-                        "Percolator reads (where the client's CPU goes)")
+    p.add_argument("--ops", type=OPS, default=None,
+                   help=f"operations per measurement, {OPS}")
+    p.add_argument("--rounds", type=ROUNDS, default=None,
+                   help=f"interleaved rounds (median), {ROUNDS}")
+    p.add_argument("--latency", type=LATENCY, default=0.0,
+                   help=f"modeled round trip per row transaction in the main run, {LATENCY}")
+    p.add_argument("--model-latency", type=LATENCY, default=0.0002,
+                   help=f"also run with this modeled round trip per row transaction, "
+                        f"{LATENCY} (0 to skip)")
+    add_clients_arguments(p)
     p.add_argument("--store-cpu", action="store_true",
                    help="with a Redis backend: the server's CPU per operation (INFO cpu), the "
                         "oracle measured apart, and the ratios a store-bound server would show "
                         "(§3.2's tablet server was the bottleneck), beside the wall-clock ratios")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
+
+
+def add_clients_arguments(p) -> None:
+    """``--clients`` and the arguments that go with it."""
+    p.add_argument("--clients", type=CLIENTS, default=None,
+                   help="Figure 8 with this many concurrent client PROCESSES (needs a Redis "
+                        "backend): each runs --threads threads and has a batching oracle "
+                        "client; reports clients, the three ratios, server_calls_per_op (the "
+                        f"oracle amortized) and client/server CPU per operation; {CLIENTS}")
+    p.add_argument("--threads", type=THREADS, default=4,
+                   help=f"with --clients: concurrent operations per client process, {THREADS}")
+    p.add_argument("--seconds", type=SECONDS, default=None,
+                   help=f"with --clients: seconds per measured phase, {SECONDS} "
+                        f"(default 1, --quick 0.5)")
+    p.add_argument("--profile", action="store_true",
+                   help="with --clients: add a cProfile of one client thread's raw and "
+                        "Percolator reads (where the client's CPU goes)")
 
 
 def run_clients(args) -> int:
@@ -69,9 +85,10 @@ def run_clients(args) -> int:
             if args.profile:
                 result["profile"] = {op: bench_clients.profile_client(url, op)
                                      for op in ("bigtable_read", "percolator_get")}
-    except (TypeError, ValueError, StoreUnavailable, RuntimeError) as e:
-        print(f"percolator bench: {e}", file=sys.stderr)
-        return 2
+    except StoreUnavailable as e:
+        return refuse("bench", f"--backend {args.backend}: {e}")
+    except (TypeError, ValueError, RuntimeError) as e:
+        return refuse("bench", e)
     result["backend"] = ("redis (a throwaway local redis-server)" if args.backend == "redis"
                          else args.backend)
     print(json.dumps(result, sort_keys=True) if args.json
@@ -119,9 +136,10 @@ def run(args) -> int:
                 result["modeled_latency"] = bench.run_modeled_latency(
                     args.model_latency, ops=max(ops // 10, 50), rounds=rounds,
                     backend=url, progress=progress)
-    except (TypeError, ValueError, StoreUnavailable) as e:
-        print(f"percolator bench: {e}", file=sys.stderr)
-        return 2
+    except StoreUnavailable as e:
+        return refuse("bench", f"--backend {args.backend}: {e}")
+    except (TypeError, ValueError) as e:
+        return refuse("bench", e)
     if args.backend == "redis":
         result["backend"] = "redis (a throwaway local redis-server)"
     result["rpc_model"] = bench.rpc_model(result["counts"])

@@ -8,6 +8,8 @@ shows a later reader cleaning up.
 """
 from __future__ import annotations
 
+from .arguments import Count
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -17,7 +19,7 @@ def register(subparsers) -> None:
     transfer = demos.add_parser("transfer", help="the paper's Figure 4 transfer, frame by frame")
     transfer.set_defaults(func=run_transfer)
     crash = demos.add_parser("crash", help="crash the transfer's client, watch the cleanup")
-    crash.add_argument("--after", type=int, default=4, metavar="N",
+    crash.add_argument("--after", type=Count(0, 5), default=4, metavar="N",
                        help="crash right after the transfer's N-th row transaction "
                             "(0..5: 1 get Bob, 2 get Joe, 3 prewrite Bob, 4 prewrite Joe, "
                             "5 commit Bob = the commit point; default 4 = before the commit point)")
@@ -37,8 +39,6 @@ def run_transfer(args) -> int:
 
 def run_crash(args) -> int:
     from ..viz import figure4_stepper
-    if not 0 <= args.after <= 5:
-        raise SystemExit(f"percolator demo crash: --after must be in 0..5, got {args.after}")
     stepper = figure4_stepper()
     try:
         for _ in range(args.after):

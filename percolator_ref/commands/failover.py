@@ -3,7 +3,15 @@ percolator_ref.workloads.failover). The kit's own experiment, not a figure of th
 from __future__ import annotations
 
 import json
-import sys
+
+from .arguments import Count, Seconds, refuse
+
+PHASE = Seconds(3_600)
+LAG = Seconds(3_600, zero=True)
+PROCESSES = Count(1, 32)
+THREADS = Count(1, 32)
+CUSTOMERS = Count(1, 100_000)
+SEED = Count(0, 2 ** 32 - 1)
 
 
 def register(subparsers) -> None:
@@ -15,23 +23,27 @@ def register(subparsers) -> None:
                     "before, during and after, the recovery time, the commits acknowledged "
                     "to a client but missing afterwards, TPC-E's invariants and a per-second "
                     "series. Needs redis-server and redis-cli on PATH.")
-    p.add_argument("--before", type=float, default=4.0, help="seconds of load before the kill")
-    p.add_argument("--after", type=float, default=8.0, help="seconds of load after the kill")
-    p.add_argument("--processes", type=int, default=3, help="client processes")
-    p.add_argument("--threads", type=int, default=2, help="emulator threads per process")
-    p.add_argument("--customers", type=int, default=100)
+    p.add_argument("--before", type=PHASE, default=4.0,
+                   help=f"seconds of load before the kill, {PHASE}")
+    p.add_argument("--after", type=PHASE, default=8.0,
+                   help=f"seconds of load after the kill, {PHASE}")
+    p.add_argument("--processes", type=PROCESSES, default=3,
+                   help=f"client processes, {PROCESSES}")
+    p.add_argument("--threads", type=THREADS, default=2,
+                   help=f"emulator threads per process, {THREADS}")
+    p.add_argument("--customers", type=CUSTOMERS, default=100, help=f"{CUSTOMERS}")
     p.add_argument("--wait", type=int, choices=(0, 1), default=1,
                    help="1 (default): each write a commit depends on is acknowledged by the "
                         "replica before the client hears of it (WAIT); 0: asynchronous "
                         "replication")
-    p.add_argument("--replica-lag", type=float, default=0.0,
-                   help="cut the victim's replica off this many seconds before the kill "
-                        "(exposes what --wait protects)")
+    p.add_argument("--replica-lag", type=LAG, default=0.0,
+                   help=f"cut the victim's replica off this many seconds before the kill, "
+                        f"{LAG}, at most --before (exposes what --wait protects)")
     p.add_argument("--compare", action="store_true",
                    help="also run with the other --wait setting (same settings) and report it "
                         "under 'other_wait'; and measure what WAIT costs per write on the "
                         "cluster ('wait_cost': writes/s with and without it, interleaved)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0, help=f"{SEED}")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
@@ -48,6 +60,9 @@ def run(args) -> int:
     from ..harness.redis_cluster import cluster_tools_available
     from ..workloads.failover import run_failover
     try:
+        if args.replica_lag > args.before:
+            raise ValueError(f"--replica-lag ({args.replica_lag} s) must be at most --before "
+                             f"({args.before} s): the cut happens during the run")
         settings = settings_from(args, args.wait)
         if not cluster_tools_available():
             raise ValueError("percolator failover needs redis-server and redis-cli on PATH "
@@ -60,8 +75,7 @@ def run(args) -> int:
             result["other_wait"] = other
             result["tpsE_before_other_wait"] = other["tpsE_before"]
     except (TypeError, ValueError, RuntimeError) as e:
-        print(f"percolator failover: {e}", file=sys.stderr)
-        return 2
+        return refuse("failover", e)
     if args.json:
         print(json.dumps(result, sort_keys=True))
     else:

@@ -5,6 +5,13 @@ import json
 import sys
 from pathlib import Path
 
+from .arguments import Count, Seconds
+
+JOBS = Count(1, 64)
+TIMEOUT = Seconds(3_600)
+SCENARIO_TIMEOUT = Seconds(600)
+MEMORY = Count(64, 65_536)
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -28,14 +35,16 @@ def register(subparsers) -> None:
                    "column per check, total")
     p.add_argument("--gradescope", metavar="FILE",
                    help="write Gradescope's autograder results.json (one test per check)")
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
-                   help="grade N notebooks in parallel (default 1)")
-    p.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="wall-time limit for one notebook (default 60)")
-    p.add_argument("--scenario-timeout", type=float, default=10.0, metavar="SECONDS",
-                   help="wall-time limit for one check's scenario (default 10)")
-    p.add_argument("--memory", type=int, default=1024, metavar="MB",
-                   help="address-space limit of one notebook's process (default 1024)")
+    p.add_argument("-j", "--jobs", type=JOBS, default=1, metavar="N",
+                   help=f"grade N notebooks in parallel, {JOBS} (default 1)")
+    p.add_argument("--timeout", type=TIMEOUT, default=60.0, metavar="SECONDS",
+                   help=f"wall-time limit for one notebook, {TIMEOUT} (default 60)")
+    p.add_argument("--scenario-timeout", type=SCENARIO_TIMEOUT, default=10.0, metavar="SECONDS",
+                   help=f"wall-time limit for one check's scenario, {SCENARIO_TIMEOUT} "
+                        f"(default 10)")
+    p.add_argument("--memory", type=MEMORY, default=1024, metavar="MB",
+                   help=f"address-space limit of one notebook's process, {MEMORY} MB "
+                        f"(default 1024)")
     p.add_argument("--exercises", metavar="DIR", default=None,
                    help="folder of the pristine exercise notebooks (default: the repo's exercises/)")
     p.add_argument("--counterexamples", metavar="DIR", default=None,

@@ -1,9 +1,21 @@
 """``percolator scale``: TPC-E scaling by deterministic simulation (see percolator_ref.sim)."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
+from .arguments import Count, Number, Seconds, refuse
+
+MACHINES = Count(1, 2_000)
+PER_MACHINE = Count(1, 1_000)
+BROKERS = Count(1, 100_000)
+CORES = Count(1, 64)
+SIMULATED = Seconds(1.0)
+SEEDS = Count(1, 100)
+EPSILON_US = Count(0, 1_000_000)
+SLOWDOWN = Number(1.0, 10_000.0)
+SEED = Count(0, 2 ** 32 - 1)
 FULL_SIZES = (1, 10, 100, 1000)
 QUICK_SIZES = (1, 4, 16, 32)
 QUICK = {"reference_machines": 32}
@@ -21,29 +33,25 @@ def register(subparsers) -> None:
                     "tpsE(n) / (n * tpsE(1)), abort rate and oracle utilization per size, "
                     "and checks the TPC-E invariants after every run.")
     p.add_argument("--machines", default=None,
-                   help="comma-separated sizes (default 1,10,100,1000; --quick: 1,4,16,32)")
+                   help=f"comma-separated sizes, each {MACHINES} (default 1,10,100,1000; "
+                        f"--quick: 1,4,16,32)")
     p.add_argument("--quick", action="store_true",
                    help="small sizes, fewer runs per size (a test-sized run, seconds)")
     p.add_argument("--no-broker-fix", action="store_true",
                    help="Trade-Result updates the broker's row (the hotspot)")
     p.add_argument("--no-oracle-batching", action="store_true",
                    help="one oracle request per timestamp (no batching per worker)")
-    p.add_argument("--truetime", type=int, default=None, metavar="EPSILON_US",
-                   help="no oracle: each machine's timestamps from its own simulated TrueTime "
-                        "with this uncertainty in microseconds (Spanner's is 7000), with commit "
+    p.add_argument("--truetime", type=EPSILON_US, default=None, metavar="EPSILON_US",
+                   help=f"no oracle: each machine's timestamps from its own simulated TrueTime "
+                        f"with this uncertainty in microseconds, {EPSILON_US} (Spanner's is "
+                        f"7000), with commit "
                         "wait and reads at a safe time (notebook 10); try --warmup 0.2 "
                         "--measure 0.1, as each transaction then waits milliseconds")
     p.add_argument("--calibration", metavar="FILE", default=None,
                    help="service times from a JSON file (a calibration object or the output "
                         "of scale --json) instead of measuring them")
     add_model_arguments(p)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--seeds", type=int, default=1,
-                   help="run the sweep under this many seeds (--seed, --seed + 1, ...) and "
-                        "report per size the mean and a 95%% interval of each figure")
-    p.add_argument("--oracle-slowdown", type=float, default=1.0, metavar="K",
-                   help="multiply the oracle's service times by K: few machines then load "
-                        "the oracle as K times as many would (for long windows at small cost)")
+    add_seed_arguments(p)
     p.add_argument("--carrier", choices=("threads", "greenlets"), default=None,
                    help="how simulated clients keep their call stacks (default: greenlets "
                         "when the greenlet package is installed; the results are the same)")
@@ -52,25 +60,42 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def add_seed_arguments(p) -> None:
+    """The seeds and the oracle's slowdown."""
+    p.add_argument("--seed", type=SEED, default=0, help=f"{SEED}")
+    p.add_argument("--seeds", type=SEEDS, default=1,
+                   help=f"run the sweep under this many seeds (--seed, --seed + 1, ...) and "
+                        f"report per size the mean and a 95%% interval of each figure, {SEEDS}")
+    p.add_argument("--oracle-slowdown", type=SLOWDOWN, default=1.0, metavar="K",
+                   help=f"multiply the oracle's service times by K, {SLOWDOWN}: few machines "
+                        f"then load the oracle as K times as many would (for long windows at "
+                        f"small cost)")
+
+
 def add_model_arguments(p) -> None:
     """The simulated system's sizes and the run's simulated durations."""
-    p.add_argument("--clients-per-machine", type=int, default=16,
-                   help="emulator clients per machine (concurrent transactions per worker)")
-    p.add_argument("--customers-per-machine", type=int, default=20)
-    p.add_argument("--securities-per-machine", type=int, default=10)
-    p.add_argument("--brokers", type=int, default=10,
-                   help="brokers (fixed: each serves more customers as machines are added)")
-    p.add_argument("--worker-cores", type=int, default=1, help="a worker's cores per machine")
-    p.add_argument("--tablet-server-cores", type=int, default=1,
-                   help="a tablet server's cores per machine")
-    p.add_argument("--reference-machines", type=int, default=100,
-                   help="a size below this is measured as several runs pooled, to total "
-                        "about this many machine-runs (default 100; --quick: 32)")
-    p.add_argument("--warmup", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds before measuring, while orders and results fill "
-                        "the pipeline (default 0.015)")
-    p.add_argument("--measure", type=float, default=None, metavar="SECONDS",
-                   help="simulated seconds measured per run, after the warm-up (default 0.005)")
+    p.add_argument("--clients-per-machine", type=PER_MACHINE, default=16,
+                   help=f"emulator clients per machine (concurrent transactions per worker), "
+                        f"{PER_MACHINE}")
+    p.add_argument("--customers-per-machine", type=PER_MACHINE, default=20, help=f"{PER_MACHINE}")
+    p.add_argument("--securities-per-machine", type=PER_MACHINE, default=10,
+                   help=f"{PER_MACHINE}")
+    p.add_argument("--brokers", type=BROKERS, default=10,
+                   help=f"brokers (fixed: each serves more customers as machines are added), "
+                        f"{BROKERS}")
+    p.add_argument("--worker-cores", type=CORES, default=1,
+                   help=f"a worker's cores per machine, {CORES}")
+    p.add_argument("--tablet-server-cores", type=CORES, default=1,
+                   help=f"a tablet server's cores per machine, {CORES}")
+    p.add_argument("--reference-machines", type=MACHINES, default=100,
+                   help=f"a size below this is measured as several runs pooled, to total "
+                        f"about this many machine-runs, {MACHINES} (default 100; --quick: 32)")
+    p.add_argument("--warmup", type=SIMULATED, default=None, metavar="SECONDS",
+                   help=f"simulated seconds before measuring, while orders and results fill "
+                        f"the pipeline, {SIMULATED} (default 0.015)")
+    p.add_argument("--measure", type=SIMULATED, default=None, metavar="SECONDS",
+                   help=f"simulated seconds measured per run, after the warm-up, {SIMULATED} "
+                        f"(default 0.005)")
 
 
 def parse_sizes(text, quick: bool) -> list:
@@ -80,12 +105,9 @@ def parse_sizes(text, quick: bool) -> list:
     sizes = []
     for part in str(text).split(","):
         try:
-            n = int(part.strip())
-        except ValueError:
-            raise ValueError(f"--machines must be comma-separated ints, got {text!r}") from None
-        if n < 1:
-            raise ValueError(f"--machines must be >= 1 each, got {n}")
-        sizes.append(n)
+            sizes.append(MACHINES(part))
+        except argparse.ArgumentTypeError as e:
+            raise ValueError(f"--machines: each size {e}") from None
     return sizes
 
 
@@ -137,8 +159,7 @@ def run(args) -> int:
             raise ValueError(f"--oracle-slowdown must be >= 1, got {args.oracle_slowdown}")
         cal = slower_oracle(calibration_of(args, progress), args.oracle_slowdown)
     except (TypeError, ValueError) as e:
-        print(f"percolator scale: {e}", file=sys.stderr)
-        return 2
+        return refuse("scale", e)
     if args.seeds > 1:
         result = sweep_seeds(sizes, settings, cal, args.seeds, progress, args.carrier)
     else:

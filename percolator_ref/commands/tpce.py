@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
+
+from .arguments import Count, Seconds, backend_argument, refuse
+
+SECONDS = Seconds(3_600)
+THREADS = Count(1, 256)
+CUSTOMERS = Count(1, 100_000)
+BROKERS = Count(1, 10_000)
+SECURITIES = Count(1, 10_000)
+LATENCY = Seconds(1.0, zero=True)
+PROCESSES = Count(1, 64)
+SEED = Count(0, 2 ** 32 - 1)
 
 
 def register(subparsers) -> None:
@@ -15,14 +25,17 @@ def register(subparsers) -> None:
                     "seconds; prints tpsE over that window (what finishes after it is "
                     "reported apart), abort rate, latency percentiles and the result of "
                     "the consistency checks made after the run.")
-    p.add_argument("--seconds", type=float, default=5.0, help="timed run length")
-    p.add_argument("--threads", type=int, default=4, help="emulator threads (clients)")
-    p.add_argument("--customers", type=int, default=200, help="accounts (one per customer)")
-    p.add_argument("--brokers", type=int, default=None,
-                   help="brokers (default: one per 100 customers)")
-    p.add_argument("--securities", type=int, default=20)
-    p.add_argument("--latency", type=float, default=0.0,
-                   help="modeled round trip per row transaction, seconds (e.g. 0.002)")
+    p.add_argument("--seconds", type=SECONDS, default=5.0,
+                   help=f"timed run length, {SECONDS} (default 5)")
+    p.add_argument("--threads", type=THREADS, default=4,
+                   help=f"emulator threads (clients), {THREADS}")
+    p.add_argument("--customers", type=CUSTOMERS, default=200,
+                   help=f"accounts (one per customer), {CUSTOMERS}")
+    p.add_argument("--brokers", type=BROKERS, default=None,
+                   help=f"brokers, {BROKERS} (default: one per 100 customers)")
+    p.add_argument("--securities", type=SECURITIES, default=20, help=f"{SECURITIES}")
+    p.add_argument("--latency", type=LATENCY, default=0.0,
+                   help=f"modeled round trip per row transaction, {LATENCY} (e.g. 0.002)")
     p.add_argument("--broker-fix", action="store_true",
                    help="per-trade commission side rows aggregated later (no broker hotspot)")
     p.add_argument("--aggregation", default="observer",
@@ -30,14 +43,14 @@ def register(subparsers) -> None:
                    help="with --broker-fix, how side rows are folded into the broker rows: "
                         "an observer per group of side rows woken by weak notifications "
                         "(default), an observer run per trade, or a periodic transaction")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--backend", default=None,
+    p.add_argument("--seed", type=SEED, default=0, help=f"{SEED}")
+    p.add_argument("--backend", type=backend_argument("redis"), default=None,
                    help="store URL for Cluster(backend=...), e.g. redis://127.0.0.1:6390/0; "
                         "'redis' starts a throwaway local redis-server for the run. On Redis "
                         "the run uses a fresh key prefix and deletes its keys afterwards")
-    p.add_argument("--processes", type=int, default=None,
-                   help="client processes sharing the store (needs a Redis backend); "
-                        "each runs --threads emulator threads")
+    p.add_argument("--processes", type=PROCESSES, default=None,
+                   help=f"client processes sharing the store (needs a Redis backend), "
+                        f"{PROCESSES}; each runs --threads emulator threads")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
@@ -74,13 +87,9 @@ def run(args) -> int:
         config = tpce.TpceConfig(customers=args.customers, securities=args.securities,
                                  brokers=args.brokers, broker_fix=args.broker_fix,
                                  aggregation=args.aggregation, seed=args.seed)
-        if args.seconds <= 0:
-            raise ValueError(f"--seconds must be > 0, got {args.seconds}")
         if args.processes is not None and not is_redis(args.backend):
             raise ValueError("--processes needs a store shared by processes: "
                              "--backend redis or redis://HOST:PORT/DB")
-        if args.processes is not None and args.processes < 1:
-            raise ValueError(f"--processes must be >= 1, got {args.processes}")
         with backend_url(args.backend) as url:
             if is_redis(url):
                 url = _fresh_prefix(url)
@@ -89,9 +98,10 @@ def run(args) -> int:
             finally:
                 if is_redis(url):
                     _flush(url)
-    except (TypeError, ValueError, StoreUnavailable) as e:
-        print(f"percolator tpce: {e}", file=sys.stderr)
-        return 2
+    except StoreUnavailable as e:
+        return refuse("tpce", f"--backend {args.backend}: {e}")
+    except (TypeError, ValueError) as e:
+        return refuse("tpce", e)
     result.update(invariants_ok=not violations, violations=violations[:50],
                   violation_count=len(violations), broker_fix=args.broker_fix,
                   aggregation=args.aggregation if args.broker_fix else None,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 from .redis_server import LocalRedisServer, free_cluster_port
@@ -67,6 +68,8 @@ class ReplicatedRedisCluster:
             raise ValueError(f"masters must be an int >= 3 (a failover needs a majority of "
                              f"masters to vote), got {masters!r}")
         self.node_timeout_ms = node_timeout_ms
+        self.stopped = False
+        self.lifecycle = threading.Lock()      # restart() vs stop(): no node outlives stop()
         self.servers = [LocalRedisServer(port=free_cluster_port(), extra_args=(
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(node_timeout_ms),
@@ -198,10 +201,18 @@ class ReplicatedRedisCluster:
         return False
 
     def restart(self, server: LocalRedisServer) -> None:
-        """Start a killed node again on its files: it rejoins as a replica of its successor."""
-        server.start()
+        """Start a killed node again on its files: it rejoins as a replica of its successor.
+
+        Refused (RuntimeError) once :meth:`stop` began, so no node outlives it."""
+        with self.lifecycle:
+            if self.stopped:
+                raise RuntimeError("the Redis Cluster was stopped: no node is restarted")
+            server.start()
 
     def stop(self) -> None:
+        """Stop every node (a paused one too); later restarts are refused."""
+        with self.lifecycle:
+            self.stopped = True
         for server in self.servers:
             if server.process is not None and server.process.poll() is None:
                 try:

@@ -136,7 +136,9 @@ class BatchingOracleClient:
     and are served together by the next request (``oracle.get_timestamps(k)``).
     ``requests`` counts the oracle calls this client made; ``served`` the
     timestamps it returned. Each caller gets a unique timestamp, and a
-    caller's timestamps increase.
+    caller's timestamps increase. If the request fails in any way (any
+    ``BaseException``, an interrupt included), every caller of its batch
+    raises that failure; later callers form a new batch.
     """
 
     def __init__(self, oracle: TimestampOracle):
@@ -168,8 +170,8 @@ class BatchingOracleClient:
         self._cond.release()
         try:
             stamps = list(self.oracle.get_timestamps(count))
-        except Exception as error:               # every caller of this batch gets the error
-            stamps = [error] * count
+        except BaseException as error:           # every caller of this batch gets the error
+            stamps = [error] * count             # (an interrupt too: nobody waits forever)
         finally:
             self._cond.acquire()
         self.requests += 1
@@ -183,7 +185,7 @@ class BatchingOracleClient:
         ts = stamps.pop(0)
         if not stamps:
             del self._results[batch]
-        if isinstance(ts, Exception):
+        if isinstance(ts, BaseException):
             raise ts
         self.served += 1
         return ts

@@ -39,6 +39,8 @@ def slower_oracle(calibration: Calibration, factor: float) -> Calibration:
     """``calibration`` with the oracle's time per request and per timestamp times ``factor``."""
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor >= 1:
         raise ValueError(f"factor must be a number >= 1, got {factor!r}")
+    if factor == 1:
+        return calibration                # the measured oracle, named as measured
     return replace(calibration, oracle_request_s=calibration.oracle_request_s * factor,
                    oracle_timestamp_s=calibration.oracle_timestamp_s * factor,
                    source=f"{calibration.source}; oracle {factor:g}x slower")

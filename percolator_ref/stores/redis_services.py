@@ -30,7 +30,7 @@ import time
 from typing import Optional
 
 from ..services.clock import WallClock
-from ..errors import StoreUnavailable
+from ..errors import OracleExhausted, StoreUnavailable
 from ..services.lockservice import LockService
 from ..model import MAX_TIMESTAMP
 
@@ -123,8 +123,8 @@ class RedisTimestampOracle:
     ``high_water_mark``, ``calls``. Starting at ``first_timestamp`` on a
     fresh prefix; a later oracle on the same prefix continues the counter.
     Timestamps are exact up to :data:`~percolator_ref.model.MAX_TIMESTAMP`;
-    past it the oracle refuses with :class:`~percolator_ref.errors.StoreUnavailable`
-    ("exhausted") and hands out nothing, so a commit that cannot get its
+    past it the oracle refuses with :class:`~percolator_ref.errors.OracleExhausted`
+    (as in memory) and hands out nothing, so a commit that cannot get its
     commit timestamp aborts before its commit point.
     """
 
@@ -150,13 +150,14 @@ class RedisTimestampOracle:
         """``n`` consecutive timestamps, allocated atomically in one round trip."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive int, got {n!r}")
-        if n > MAX_TIMESTAMP:
-            raise ValueError(f"n must be at most {MAX_TIMESTAMP}, got {n}")
+        if n > MAX_TIMESTAMP:         # more than exist: exhausted, as the in-memory oracle says
+            raise OracleExhausted(f"the timestamp oracle at {self.store.url} cannot hand out {n} "
+                                  f"timestamps: MAX_TIMESTAMP is {MAX_TIMESTAMP}")
         args = [str(n), str(MAX_TIMESTAMP - n)]
         last = self.store.call_durably(self.key, lambda client: self._next(
             keys=[self.key], args=args, client=client))     # with wait=N: replicated first
         if last is None:
-            raise StoreUnavailable(
+            raise OracleExhausted(
                 f"the timestamp oracle at {self.store.url} is exhausted: {n} more timestamp(s) "
                 f"would pass MAX_TIMESTAMP = 2**63 - 1 ({MAX_TIMESTAMP}); nothing was handed out")
         last = int(last)
@@ -239,7 +240,8 @@ class RedisLockService(LockService):
         return status, float(age)
 
     def is_alive(self, client: Optional[str]) -> bool:
-        return client is not None and self._status_age(client)[0] == "alive"
+        # a client that is not a name never registered: dead, as in memory
+        return isinstance(client, str) and self._status_age(client)[0] == "alive"
 
     def status(self, client: str) -> str:
         return self._status_age(client)[0]

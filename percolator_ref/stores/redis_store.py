@@ -87,6 +87,19 @@ returns only once ``N`` replicas hold the write, and raises
 master but not known to be durable, so it is not reported as done: a commit
 point that meets it ends in ``CommitOutcomeUnknown``). Leases and liveness
 tokens are not waited for: losing one only makes the protocol more careful.
+
+Reads too: a master serves what it holds, including a write it has not yet
+replicated (the writer still waiting in ``WAIT``, or a paused master that
+wakes up after its replica took over and answers queued requests before it
+learns it was demoted). With ``wait=N`` the row fetch of a step whose reads
+are passed on (:data:`DURABLE_READ_STEPS`: ``get``, ``scan``, a raw read, and
+the cleanup's decision at a primary, which lazy cleanup rolls forward on and
+``Transaction.outcome()`` reports) is therefore followed by a barrier
+(:meth:`RedisBigtable.make_durable`: one write on the row's node, then
+``WAIT N``; the replication stream is ordered, so a replica past the barrier
+holds everything the read saw), and fails with :class:`StoreUnavailable`
+rather than pass on what a failover could take back. The other steps' reads
+only lead to aborts or re-check a lock the transaction wrote durably itself.
 """
 from __future__ import annotations
 
@@ -213,6 +226,10 @@ return 0
 """
 
 _tokens = itertools.count(1)
+
+DURABLE_READ_STEPS = READ_ONLY_STEPS | {Step.CLEANUP_PRIMARY}
+"""Steps whose reads are passed on (a value returned, a commit decided): with ``wait=N``
+they wait until what they read is on N replicas (see "Durability across a failover")."""
 
 
 def escape(name: str) -> str:
@@ -458,8 +475,15 @@ class RedisBigtable(RawCellOperations):
         rt.token = f"{self._owner}:{next(_tokens)}"
 
     def fetch_row(self, rt: RedisRowTransaction) -> dict:
-        """One script: the row's versions (and the lease, unless the step is read-only)."""
-        return parse_row(self._fetch(rt, self.cluster_mode or rt.step not in READ_ONLY_STEPS))
+        """One script: the row's versions (and the lease, unless the step is read-only).
+
+        With ``wait=N`` a step of :data:`DURABLE_READ_STEPS` then waits until what
+        it read is on N replicas (:meth:`make_durable`): what it passes on is never
+        a write that a failover can lose (see "Durability across a failover")."""
+        row = parse_row(self._fetch(rt, self.cluster_mode or rt.step not in READ_ONLY_STEPS))
+        if rt.step in DURABLE_READ_STEPS:
+            self.make_durable(rt.table, rt.row)
+        return row
 
     def _fetch(self, rt: RedisRowTransaction, want_lease: bool) -> list:
         keys = self.row_keys(rt.table, rt.row)
@@ -596,6 +620,20 @@ class RedisBigtable(RawCellOperations):
                 self.call(self.redis.zrem, notify, member)
         if reply[2] == 1:
             self.call(self.redis.zrem, ix, rt.row)
+
+    def make_durable(self, table: str, row: str) -> None:
+        """With ``wait=N``: one write on the row's node, then ``WAIT N``. The replication
+        stream is ordered, so a replica that acknowledged it holds every earlier write of
+        that node too (the lease key's neighbour ``P:{T/R}:D`` is the barrier's key)."""
+        if not self.wait_replicas:
+            return
+        key = self.row_keys(table, row)[2][:-1] + "D"
+        try:
+            self.call_durably(key, lambda client: client.set(key, "1", px=60_000))
+        except StoreUnavailable as e:
+            raise StoreUnavailable(f"row {table}/{row}: what was read is not yet known to be on "
+                                   f"{self.wait_replicas} replica(s), so a failover could still "
+                                   f"take it back; it is not passed on (try again): {e}") from e
 
     def check_storable(self, value: Any) -> None:
         """Raise TypeError/ValueError before anything is sent if the codec cannot hold ``value``."""

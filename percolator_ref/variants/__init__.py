@@ -54,6 +54,7 @@ oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; 
 """
 from __future__ import annotations
 
+import weakref
 from typing import Iterable
 
 
@@ -99,3 +100,21 @@ def timestamp_source(variants: tuple, cluster, oracle):
     for variant in variants:
         oracle = variant.timestamps(cluster, oracle)
     return oracle
+
+
+class PerStore:
+    """State a variant keeps beside one store (TiKV's ``max_ts``, a wait-for graph).
+
+    ``per_store(store)`` returns the store's state, made by ``factory()`` on first
+    use; it goes away with the store.
+    """
+
+    def __init__(self, factory):
+        self.factory = factory
+        self.states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+    def __call__(self, store):
+        state = self.states.get(store)
+        if state is None:
+            state = self.states[store] = self.factory()
+        return state

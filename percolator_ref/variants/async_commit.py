@@ -57,14 +57,13 @@ paper's two-phase commit. Rollbacks write rollback records.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Optional
 
 from .. import rows
 from ..bigtable import Bigtable
 from ..model import Cell, CommitPhase, Lock, Write, WriteKind, write_col
 from ..transaction import SnapshotRead
-from . import Variant
+from . import PerStore, Variant
 from .locks import extend_lock
 
 CHECK_PRIMARY = "check-primary"
@@ -98,12 +97,8 @@ class EvenTimestamps:
         return 2 * self.oracle.peek()
 
 
-STORES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def max_ts_of(store) -> MaxTs:
-    """The ``max_ts`` of ``store`` (created at 0)."""
-    return STORES.setdefault(store, MaxTs())
+max_ts_of = PerStore(MaxTs)
+"""``max_ts_of(store)``: the ``max_ts`` of ``store`` (created at 0)."""
 
 
 def is_async(lock) -> bool:

@@ -37,7 +37,6 @@ Here:
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Optional
 
 from .. import rows
@@ -47,7 +46,7 @@ from ..model import (DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, data_col,
                      write_col)
 from ..step import Step
 from ..transaction import SnapshotRead
-from . import Variant
+from . import PerStore, Variant
 from .locks import TiKVLock
 
 ACQUIRE = "acquire-pessimistic-lock"
@@ -87,11 +86,8 @@ class WaitForGraph:
             self.edges.pop(waiter, None)
 
 
-GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def wait_for_graph(store) -> WaitForGraph:
-    return GRAPHS.setdefault(store, WaitForGraph())
+wait_for_graph = PerStore(WaitForGraph)
+"""``wait_for_graph(store)``: the waits for locks on ``store``."""
 
 
 def is_pessimistic(lock) -> bool:
@@ -251,14 +247,14 @@ class NoDetector(WaitForGraph):
             return True
 
 
-UNCHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+unchecked_graph = PerStore(lambda: NoDetector())
 
 
 class PessimisticWithoutDetectorTransaction:
     """For the deadlock demonstration only: waits are never checked for cycles."""
 
     def graph(self) -> WaitForGraph:
-        return UNCHECKED.setdefault(self.session.bigtable, NoDetector())
+        return unchecked_graph(self.session.bigtable)
 
 
 class PessimisticLocksWithoutDetector(PessimisticLocks):

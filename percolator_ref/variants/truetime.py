@@ -188,9 +188,17 @@ class TrueTimeTransaction:
     def commit_timestamp(self) -> int:
         """Spanner's commit timestamp: ``TT.now().latest`` on the node this transaction began
         on, taken now that every lock is written; the commit wait follows (if on), so the
-        commit point is written, and the client told, only once it has certainly passed."""
-        source = truetime_source(self.cluster)
-        return source.commit_timestamp(source.node_of(self.start_ts))
+        commit point is written, and the client told, only once it has certainly passed.
+        The wait is reported to the cluster's tracer (the stepper's notes say so)."""
+        source, clock = truetime_source(self.cluster), self.cluster.clock
+        before = clock.now()
+        ts = source.commit_timestamp(source.node_of(self.start_ts))
+        if source.commit_wait:
+            self.cluster.tracer.waited(
+                self.client, clock.now() - before, "waits",
+                f"for its commit wait: until TrueTime's earliest has passed its commit "
+                f"timestamp {ts}, so the commit point is written only then")
+        return ts
 
 
 class SpannerTimestamps(Variant):

@@ -10,7 +10,9 @@ Nothing starts a thread, so the same code runs in CPython (the ``greenlet``
 package) and in a browser under Pyodide (``greenlet-pyodide``, the same API
 on the browser's stack switching). Each move is one row transaction; the
 tracer's event for it, the store's ``dump()`` after it and the event's
-``note`` make one :class:`Frame`.
+``note`` make one :class:`Frame`; if the clock moved during the move, the
+note says so, and why, from the waits the tracer reported (``Tracer.waited``:
+a backoff on a lock, a commit wait), never by guessing.
 
 - ``step(who)`` moves transaction ``who`` (a script name or its current
   client, e.g. ``"T7"``; default: the first runnable one that is not
@@ -98,7 +100,7 @@ class _Runner:
     crash_requested: bool = False
     result: object = None
     error: Optional[BaseException] = None
-    waited: float = 0.0           # clock seconds spent in the last move (backoff)
+    waited: float = 0.0           # clock seconds spent in the last move (any wait)
 
     @property
     def runnable(self) -> bool:
@@ -149,6 +151,8 @@ class Stepper:
         self.runners: list[_Runner] = []
         self._recording = self.cluster.tracer.subscribe(self._on_event)
         self._events: list = []
+        self._waits: list = []
+        self.cluster.tracer.wait_subscribers.append(self._on_wait)
         self._scheduling = attach(self.cluster.bigtable, Gate(self._gate))
         self.frames: list[Frame] = []
         self.cursor = 0
@@ -177,6 +181,8 @@ class Stepper:
                 runner.crash_requested = True
                 self._grant(runner)
         self._recording()
+        if self._on_wait in self.cluster.tracer.wait_subscribers:
+            self.cluster.tracer.wait_subscribers.remove(self._on_wait)
         self._scheduling.detach()
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
@@ -232,6 +238,10 @@ class Stepper:
     def _on_event(self, event) -> None:
         if self._current() is not None:
             self._events.append(event)     # only the scripts' row transactions
+
+    def _on_wait(self, client, seconds: float, verb: str, purpose: str) -> None:
+        if self._current() is not None:
+            self._waits.append((seconds, verb, purpose))     # only the scripts' waits
 
     # -- choosing ---------------------------------------------------------------
     @property
@@ -337,16 +347,26 @@ class Stepper:
     def _move(self, runner: _Runner) -> None:
         actor = self._label(runner)
         self._events.clear()
+        self._waits.clear()
         self._grant(runner)
         events = tuple(self._events)
-        notes = [e.note or str(e) for e in events]
-        if runner.waited:
-            notes.append(f"{actor} backs off {runner.waited:g} s on the clock "
-                         f"(now {self.cluster.clock.now():g} s) before trying again.")
+        notes = [e.note or str(e) for e in events] + self._wait_notes(runner)
         if runner.state in ("done", "crashed"):
             notes.append(f"{runner.name} finished: {self._outcome(runner)}.")
         text = " ".join(n if n.endswith(".") else n + "." for n in notes)
         self._add_frame(actor, text or f"{actor} moved.", events)
+
+    def _wait_notes(self, runner: _Runner) -> list:
+        """Why the clock moved during ``runner``'s move: the waits it reported, then any
+        advance that no wait explains."""
+        actor, now = self._label(runner), self.cluster.clock.now()
+        notes = [f"{actor} {verb} {seconds:g} s on the clock (now {now:g} s) {purpose}."
+                 for seconds, verb, purpose in self._waits]
+        unexplained = runner.waited - sum(seconds for seconds, _, _ in self._waits)
+        if unexplained > 1e-9:
+            notes.append(f"The clock advanced {unexplained:g} s during {actor}'s move "
+                         f"(now {now:g} s).")
+        return notes
 
     def _crash(self, runner: _Runner) -> None:
         actor, pending = self._label(runner), runner.pending

@@ -10,20 +10,26 @@
 - an observer thread keeps running ``run_observers()``;
 - with a ``server`` (a :class:`~percolator_ref.harness.redis_server.LocalRedisServer`
   with an append-only file), a killer thread SIGKILLs the store and restarts it
-  from its file every ``kill_every`` seconds.
+  from its file every ``kill_every`` seconds;
+- with a ``nemesis`` (:class:`~percolator_ref.workloads.nemesis.Nemesis`), its
+  thread kills, pauses and restarts the store's nodes; it heals them all
+  before the audit.
 
 Then it settles (waits out the lock TTL, scans everything so readers clean up
 dead locks, drains the observers) and audits: ``anomalies`` (the checker over
 the whole history, plus totals that moved), ``lost_commits`` (a commit reported
 or decided as committed whose write record is missing), ``stuck_locks`` (locks
-left after the settling scan) and ``unobserved_notifications`` (a committed
-write or weak notification with no observer run started after its commit).
+left after the settling scan), ``unobserved_notifications`` (a committed
+write or weak notification with no observer run started after its commit) and
+``reissued_timestamps`` (timestamps the oracle handed out more than once; every
+one handed out is recorded), plus a last read of the bank's total.
 """
 from __future__ import annotations
 
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ClientCrash, CommitOutcomeUnknown, StoreUnavailable
@@ -50,15 +56,40 @@ class SoakReport:
     lost_commits: int = 0
     stuck_locks: int = 0
     unobserved_notifications: int = 0
+    reissued_timestamps: int = 0
     problems: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.anomalies or self.lost_commits or self.stuck_locks
-                    or self.unobserved_notifications)
+                    or self.unobserved_notifications or self.reissued_timestamps)
 
     def to_json(self) -> dict:
         return {**asdict(self), "problems": self.problems[:20], "ok": self.ok}
+
+
+class RecordingOracle:
+    """The cluster's oracle, recording every timestamp it hands out (to find reissues)."""
+
+    def __init__(self, oracle):
+        self.oracle, self.handed_out, self.lock = oracle, [], threading.Lock()
+
+    def get_timestamp(self) -> int:
+        return self.get_timestamps(1)[0]
+
+    def get_timestamps(self, n: int) -> range:
+        stamps = self.oracle.get_timestamps(n)
+        with self.lock:
+            self.handed_out.extend(stamps)
+        return stamps
+
+    def reissued(self) -> list:
+        """The timestamps handed out more than once (each listed once)."""
+        counts = Counter(self.handed_out)
+        return sorted(ts for ts, n in counts.items() if n > 1)
+
+    def __getattr__(self, name):
+        return getattr(self.oracle, name)
 
 
 class Soak:
@@ -67,6 +98,7 @@ class Soak:
     def __init__(self, cluster, seed: int, accounts: int, crash_rate: float, server, kill_every):
         self.cluster, self.seed, self.crash_rate = cluster, seed, crash_rate
         self.server, self.kill_every = server, kill_every
+        self.oracle = cluster.oracle = RecordingOracle(cluster.oracle)
         self.names = setup_accounts(cluster, accounts, 100, TABLE)
         self.expected_total = accounts * 100
         self.report = SoakReport()
@@ -153,8 +185,12 @@ def register_observers(cluster) -> None:
 
 def run_soak(cluster, seconds: float, *, seed: int = 0, threads: int = 3, accounts: int = 8,
              crash_rate: float = 0.15, server=None, kill_every: float = 2.0,
-             progress: bool = False) -> SoakReport:
-    """Soak ``cluster`` for ``seconds`` (wall time), then settle and audit it."""
+             nemesis=None, progress: bool = False) -> SoakReport:
+    """Soak ``cluster`` for ``seconds`` (wall time), then settle and audit it.
+
+    ``nemesis``: an object with ``run(stop)`` (its thread, until the event
+    ``stop`` is set) and ``heal()`` (every node back, before the audit).
+    """
     for argument, value in (("seconds", seconds), ("kill_every", kill_every)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{argument} must be a number of seconds > 0, got {value!r}")
@@ -167,17 +203,33 @@ def run_soak(cluster, seconds: float, *, seed: int = 0, threads: int = 3, accoun
     workers += [(soak.forever, (soak.read,)), (soak.forever, (soak.observe,))]
     if server is not None:
         workers.append((soak.forever, (soak.kill,)))
-    running = [threading.Thread(target=fn, args=args, daemon=True) for fn, args in workers]
-    for thread in running:
-        thread.start()
-    wait_with_progress(soak.stop, seconds, progress)
-    soak.stop.set()
-    for thread in running:
-        thread.join()
+    if nemesis is not None:
+        workers.append((nemesis.run, (soak.stop,)))
+    run_threads(soak.stop, workers, seconds, progress)
     soak.report.seconds = round(time.monotonic() - started, 2)
+    if nemesis is not None:
+        nemesis.heal()
     settle(soak)
     audit(soak)
     return soak.report
+
+
+def run_threads(stop: threading.Event, workers: list, seconds: float, progress: bool) -> None:
+    """Run ``workers`` (``(fn, args)``) as threads for ``seconds``, then set ``stop``, join them."""
+    running = [threading.Thread(target=fn, args=args, daemon=True) for fn, args in workers]
+    for thread in running:
+        thread.start()
+    try:
+        wait_with_progress(stop, seconds, progress)
+    except BaseException:               # Ctrl-C: stop soon; the caller stops the servers
+        stop.set()
+        give_up = time.monotonic() + 3.0    # a killer thread mid-restart finishes first
+        for thread in running:
+            thread.join(max(0.0, give_up - time.monotonic()))
+        raise
+    stop.set()
+    for thread in running:
+        thread.join()
 
 
 def wait_with_progress(stop: threading.Event, seconds: float, progress: bool) -> None:
@@ -192,17 +244,36 @@ def wait_with_progress(stop: threading.Event, seconds: float, progress: bool) ->
 
 
 def settle(soak: Soak) -> None:
-    """Decide every crashed or unknown commit, let dead locks be cleaned, drain observers."""
+    """Decide every crashed or unknown commit, let dead locks be cleaned, drain observers.
+
+    A store that fails meanwhile (a node still rejoining) is retried for up to a minute.
+    """
     cluster = soak.cluster
     for t, ledger in soak.undecided:
-        if t.outcome():
+        if retried(t.outcome):
             soak.decided.append((t, ledger))
     cluster.clock.sleep(cluster.lock_ttl + 0.05)       # open transactions' tokens expire
-    for table in cluster.bigtable.tables():
-        reader = cluster.begin()
-        reader.scan(table)                              # meets every lock: cleans it up
-        reader.commit()
-    soak.count("observer_runs", cluster.run_observers())
+    for table in retried(cluster.bigtable.tables):
+        retried(scan_all, cluster, table)               # meets every lock: cleans it up
+    soak.count("observer_runs", retried(cluster.run_observers))
+
+
+def scan_all(cluster, table: str) -> None:
+    reader = cluster.begin()
+    reader.scan(table)
+    reader.commit()
+
+
+def retried(fn, *args, seconds: float = 60.0):
+    """``fn(*args)``, again while the store is unavailable, for up to ``seconds``."""
+    give_up = time.monotonic() + seconds
+    while True:
+        try:
+            return fn(*args)
+        except (StoreUnavailable, CommitOutcomeUnknown):
+            if time.monotonic() > give_up:
+                raise
+            time.sleep(0.1)
 
 
 def audit(soak: Soak) -> None:
@@ -211,6 +282,10 @@ def audit(soak: Soak) -> None:
     found = cluster.check_history()
     report.anomalies += len(found.anomalies)
     report.problems += [str(a) for a in found.anomalies]
+    soak.read()                                         # the bank's total, once more
+    reissued = soak.oracle.reissued()
+    report.reissued_timestamps = len(reissued)
+    report.problems += [f"timestamp {ts} handed out twice" for ts in reissued[:5]]
     records, last_run = Cached(cluster, write_records), Cached(cluster, newest_run)
     for t, ledger in soak.decided:
         for cell in t.writes:
