@@ -25,6 +25,7 @@ from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
 from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
+from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
 
 from .channel import ClientGone, ProtocolError, decode, encode
@@ -137,6 +138,7 @@ class ProxyCluster:
         self.oracle = ProxyOracle(request)
         self.lockservice = ProxyLockService(request, ttl)
         self.clock = ProxyClock(request)
+        self.tracer = Tracer()               # the client's own: a session reports its waits there
         self.observers = ProxyObservers(request)
 
     @property
