@@ -20,7 +20,6 @@ import pytest
 
 from percolator_ref import TimestampOracle
 from percolator_ref.grading import ex05_oracle
-from percolator_ref.grading.framework import run_scenario
 from percolator_ref.grading.grader import Limits, grade, grade_all
 from grading_helpers import REPO, pristine_path, solution_answer, student_notebook
 
@@ -36,12 +35,51 @@ class Oracle:
 '''
 
 
+STUB_ORACLE = '''
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        raise NotImplementedError("Exercise 5")
+
+    def get_timestamp(self):
+        raise NotImplementedError("Exercise 5")
+'''
+
+
 def canned_observations() -> dict:
-    """What the reference observes with the notebook's fixed secret 0 (a student could paste it)."""
-    params = ex05_oracle.exercise.params(0)
-    with tempfile.TemporaryDirectory() as tmp:
-        return {c.name: run_scenario(c, TimestampOracle, params[c.name], tmp)
-                for c in ex05_oracle.exercise.checks}
+    """What a correct oracle (the solution's) answers, call by call, in each check of the
+    notebook's own run (secret 0): a student could paste it and answer it back (exercise 5 is
+    judged by the grader's world, so answers are all a client could forge)."""
+    from percolator_ref.grading.interactive import local_hub, run_trusted
+    spec, namespace = ex05_oracle.exercise, {}
+    exec(solution_answer(5), namespace)
+    params, canned = spec.params(0), {}
+    for check in spec.checks:
+        hub, answers = local_hub(spec, namespace["Oracle"]), canned.setdefault(check.name, [])
+        arrive = hub.arrive
+
+        def record(host, msg, arrive=arrive, answers=answers):
+            if isinstance(msg, dict) and msg.get("op") == "answer":
+                answers.append(msg["outcome"])
+            arrive(host, msg)
+        hub.arrive = record
+        assert run_trusted(check, hub, params[check.name]).passed
+    return canned
+
+
+FORGED_ANSWERS = '''
+import itertools, json, sys
+clients = sys.modules["percolator_ref.grading.clients"]
+CANNED = json.loads({canned!r})
+ANSWERS = itertools.cycle([a for answers in CANNED.values() for a in answers] or [{{"value": 1}}])
+
+
+def forged(self, cid, fn):
+    """Answer every call with the reference's answers from the notebook's own run."""
+    self.send({{"cid": cid, "op": "answer", "outcome": next(ANSWERS)}})
+
+
+clients.ClientHost.answer_with = forged
+'''
 
 
 def hostile_answers(outside: Path, exercises_copy: Path) -> dict:
@@ -52,11 +90,10 @@ def hostile_answers(outside: Path, exercises_copy: Path) -> dict:
 import json
 from percolator_ref import grading
 from percolator_ref.grading import framework, sandbox, battery
-CANNED = json.loads({canned!r})
-sandbox.run_scenario = framework.run_scenario = lambda check, answer, p, d: CANNED[check.name]
 framework.judge = lambda check, result, p: battery.Result(check.name, True)
 grading.check = lambda n, impl: None
-''',
+''' + FORGED_ANSWERS.format(canned=canned),
+        "the Oracle stub left in, every answer forged": STUB_ORACLE + FORGED_ANSWERS.format(canned=canned),
         "forced Report.passed and a fake log line": WRONG_ORACLE + '''
 import os, sys
 battery = sys.modules["percolator_ref.grading.battery"]
@@ -236,7 +273,7 @@ def test_hostile_notebook_scores_zero_and_leaves_nothing(name, arena):
     arena["subs"].mkdir()
     path = student_notebook(arena["subs"] / "evil.ipynb", 5, arena["answers"][name])
     g = grade(path, arena["exercises"], Limits(timeout=4, scenario_timeout=2))
-    assert g.total == 8 and g.n_passed == 0, g.summary()
+    assert g.total == len(ex05_oracle.exercise) and g.n_passed == 0, g.summary()
     assert all(r.reason for r in g.checks), g.summary()
     assert list(arena["outside"].iterdir()) == []
     assert list(arena["gradetmp"].iterdir()) == []          # its work dir is gone too
@@ -254,8 +291,8 @@ def test_reasons_name_the_attack(arena):
     paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answers[n]) for i, n in enumerate(names)]
     exits, loops, inherits, aliases, delegates, reads, wraps, segfaults = grade_all(
         paths, arena["exercises"], limits, jobs=2)
-    assert "exited with status 0 before reporting" in exits.problems[0]
-    assert "timed out after 3 s" in loops.problems[0]
+    assert "exited with status 0 before it was ready" in exits.problems[0]
+    assert "did not finish within" in loops.problems[0]
     assert "inherits from the reference TimestampOracle" in inherits.problems[0]
     assert "does not define get_timestamp itself" in " ".join(inherits.problems)
     assert aliases.problems == ["Oracle is imported (line 2) instead of written as a class in "
@@ -264,6 +301,7 @@ def test_reasons_name_the_attack(arena):
     assert "solutions/05_timestamp_oracle.ipynb is refused" in reads.problems[0]
     assert "the reference TimestampOracle.__init__ is hidden during grading" in wraps.checks[0].reason
     assert "crashed (segmentation fault)" in segfaults.problems[0]
+    assert all(r.reason.startswith("not run: ") for g in (exits, loops, segfaults) for r in g.checks)
 
 
 def test_next_students_untouched_stub_still_scores_zero(arena):
@@ -296,11 +334,12 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     assert len(rows) == len(arena["answers"]) + 1
     good = [r for r in rows if r["notebook"].endswith("zz_good.ipynb")]
     assert good[0]["student"] == "'=good student"            # no spreadsheet formula
-    assert (good[0]["checks_passed"], good[0]["checks_total"], good[0]["score"]) == ("8", "8", "1.000")
+    n = str(len(ex05_oracle.exercise))
+    assert (good[0]["checks_passed"], good[0]["checks_total"], good[0]["score"]) == (n, n, "1.000")
     for row in rows:
         if row is not good[0]:
             assert row["checks_passed"] == "0" and row["score"] == "0.000", row
-    assert len(json.loads(gs.read_text())["tests"]) == 8 * len(rows)
+    assert len(json.loads(gs.read_text())["tests"]) == len(ex05_oracle.exercise) * len(rows)
     assert f"1/{len(rows)} notebooks passed" in proc.stdout
     assert list(arena["outside"].iterdir()) == [] and list(arena["gradetmp"].iterdir()) == []
     assert session_processes_with(MARK) == []
@@ -403,16 +442,27 @@ def test_hide_replaces_methods_functions_and_classes():
 
 
 def test_canned_observations_pass_no_check_under_other_secrets():
-    """Observations copied from the notebook's own run (secret 0) must fail every check
-    under the grader's secrets: each observation is tied to the run's parameters."""
-    import random
-
-    from percolator_ref.grading.framework import judge
+    """Answers copied from the notebook's own run (secret 0) and answered back by a forging
+    client fail every check under other secrets: the grader judges its own disk and the
+    timestamps served, tied to the run's parameters."""
+    from percolator_ref.grading.clients import ClientHost
+    from percolator_ref.grading.interactive import local_hub, run_trusted
+    import itertools
     spec = ex05_oracle.exercise
     canned = canned_observations()
-    rng = random.Random(1)
-    passed = {c.name for _ in range(500) for params in [spec.params(rng.getrandbits(63))]
-              for c in spec.checks if judge(c, canned[c.name], params[c.name]).passed}
+    passed = set()
+    for secret in range(1, 21):
+        params = spec.params(secret)
+        for check in spec.checks:
+            answers = itertools.cycle(canned[check.name])
+            hub = local_hub(spec, TimestampOracle)
+            host = ClientHost(lambda m, hub=hub: hub.arrive("student", m), spec.roles,
+                              TimestampOracle, ttl=10.0)
+            host.answer_with = lambda cid, fn, host=host, answers=answers: host.send(
+                {"cid": cid, "op": "answer", "outcome": next(answers)})
+            hub.student_send = host.deliver
+            if run_trusted(check, hub, params[check.name]).passed:
+                passed.add(check.name)
     assert passed == set()
 
 
@@ -525,3 +575,58 @@ def test_the_optimized_pyc_rebuilds_the_step_outside_the_sandbox(optimized_pyc):
     namespace = {}
     exec(CLIENT_ATTACKS["rebuilds the hidden step from an optimized .pyc"], namespace)
     assert grading.check(1, namespace["SnapshotReadTransaction"]).passed
+
+
+# -- exercise 8: a withdraw that allows write skew cannot forge its way past the families ------
+
+SKEW_WITHDRAW = '''
+def withdraw(txn, customer, account, amount):
+    checking = txn.get(customer, "checking") or 0
+    savings = txn.get(customer, "savings") or 0
+    if checking + savings < amount:
+        return False
+    balance = checking if account == "checking" else savings
+    txn.set(customer, account, balance - amount)
+    return True
+'''
+
+FORGED_WITHDRAWALS = {
+    "every answer forged as True": '''
+import sys
+clients = sys.modules["percolator_ref.grading.clients"]
+clients.ClientHost.answer_with = lambda self, cid, fn: self.send(
+    {"cid": cid, "op": "answer", "outcome": {"value": True}})
+''',
+    "every answer forged as False": '''
+import sys
+clients = sys.modules["percolator_ref.grading.clients"]
+clients.ClientHost.answer_with = lambda self, cid, fn: self.send(
+    {"cid": cid, "op": "answer", "outcome": {"value": False}})
+''',
+}
+
+OLD_RUNNER_ATTACK = '''
+from percolator_ref.grading import battery, framework, sandbox
+sandbox.run_scenario = framework.run_scenario = lambda check, answer, p, d: {"obs": {}}
+framework.judge = lambda check, result, p: battery.Result(check.name, True)
+'''
+
+
+@pytest.mark.parametrize("name", list(FORGED_WITHDRAWALS))
+def test_forged_answers_with_a_write_skew_withdraw_score_zero(name, tmp_path):
+    """The grader judges its own bank: answers a client forges earn nothing."""
+    from percolator_ref.grading import ex08_write_skew
+    path = student_notebook(tmp_path / "forged.ipynb", 8, SKEW_WITHDRAW + FORGED_WITHDRAWALS[name])
+    g = grade(path, limits=Limits(scenario_timeout=5))
+    assert g.total == len(ex08_write_skew.exercise) and g.n_passed == 0, g.summary()
+
+
+def test_the_old_scenario_runner_attack_gains_nothing_on_exercise_8(tmp_path):
+    """Replacing the scenario runner and the verdicts in the child (full marks before the
+    trusted world) now changes nothing: the write skew fails every family of interleavings,
+    as it does without the attack."""
+    path = student_notebook(tmp_path / "old.ipynb", 8, SKEW_WITHDRAW + OLD_RUNNER_ATTACK)
+    g = grade(path, limits=Limits(scenario_timeout=5))
+    failed = {r.name for r in g.checks if not r.passed}
+    families = {r.name for r in g.checks if r.name.startswith("every")}
+    assert families and failed == families, g.summary()

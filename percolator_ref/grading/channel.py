@@ -21,6 +21,8 @@ Client -> world (``cid`` names the client):
 ``sleep``  ``seconds``: wait on the clock                               no
 ``rows``   ``table``, ``start``, ``end``: row keys (a scan's listing)   no
 ``observed`` ``table``, ``column``: does a write there notify?         no
+``disk``   ``fn``, ``path``, ``to``, ``data``, ``mode``: a call on a world  no
+           that owns a disk (exercise 5's oracle state file)
 ``answer`` ``outcome``: ``{"value": v}`` or ``{"raised": text}``        (final)
 =========  ==========================================================  ==========
 
@@ -176,9 +178,12 @@ _CLIENT_OPS = {
     "rows": {"table": str, "start": (str, type(None)), "end": (str, type(None))},
     "observed": {"table": str, "column": str},
     "answer": {"outcome": dict},
+    "disk": {"fn": str, "path": str, "to": (str, type(None)), "data": (str, type(None)),
+             "mode": (str, type(None))},
 }
 SCHEDULED = frozenset({"row", "ts"})
 LOCK_SERVICE_CALLS = frozenset({"register", "heartbeat", "crash", "release", "is_alive", "status"})
+DISK_CALLS = frozenset({"stat", "read", "list", "open", "put", "replace", "remove", "sync", "stray"})
 
 
 def check_client_message(msg) -> dict:
@@ -197,6 +202,8 @@ def check_client_message(msg) -> dict:
             raise ProtocolError(f"{msg['op']}.{name} is too long")
     if msg["op"] == "ls" and msg["fn"] not in LOCK_SERVICE_CALLS:
         raise ProtocolError(f"unknown lock-service call {msg['fn'][:40]!r}")
+    if msg["op"] == "disk" and msg["fn"] not in DISK_CALLS:
+        raise ProtocolError(f"unknown disk call {msg['fn'][:40]!r}")
     if msg["op"] == "end":
         msg["mutations"] = [_mutation(m) for m in msg["mutations"]]
     if msg["op"] == "answer":

@@ -25,6 +25,7 @@ from percolator_ref.bigtable import RowTransaction
 from percolator_ref.cleanup import Cleanup
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import check_name
+from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
@@ -35,8 +36,12 @@ from .framework import describe_exception, plain
 THREAD_STACK = 512 * 1024
 
 
-class ProxyStore:
-    """The Bigtable as a client sees it: each row transaction is begun and ended by message."""
+class ProxyStore(RawCellOperations):
+    """The Bigtable as a client sees it: each row transaction is begun and ended by message.
+
+    Figure 8's raw operations (``read``, ``write``, ``erase``) and ``versions``
+    are one-cell row transactions, so they are messages too.
+    """
 
     def __init__(self, request: Callable):
         self.request = request
@@ -59,6 +64,11 @@ class ProxyStore:
     def end(self, rt: RowTransaction, commit: bool) -> None:
         mutations = [[c, ts, None if v is None else encode(v)] for c, ts, v in rt.mutations]
         self.request({"op": "end", "commit": commit, "mutations": mutations})
+
+    def versions(self, table: str, row: str, bigtable_column: str) -> list:
+        """``[(ts, value), ...]`` newest first: one read-only row transaction."""
+        with self.row_transaction(table, row, step=Step.BIGTABLE_READ) as rt:
+            return rt.versions(bigtable_column)
 
     def rows(self, table: str, start_row: Optional[str] = None, end_row: Optional[str] = None):
         return self.request({"op": "rows", "table": table, "start": start_row, "end": end_row})
@@ -130,6 +140,7 @@ class ProxyCluster:
         self.oracle = ProxyOracle(request)
         self.lockservice = ProxyLockService(request, ttl)
         self.clock = ProxyClock(request)
+        self.tracer = Tracer()               # the client's own: a session reports its waits there
         self.observers = ProxyObservers(request)
         self.tracer = Tracer()            # the client's own (its waits); no verdict reads it
 

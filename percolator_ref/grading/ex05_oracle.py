@@ -1,4 +1,4 @@
-"""Exercise 5: the timestamp oracle (section 2.3), as scenarios + verdicts.
+"""Exercise 5: the timestamp oracle (section 2.3), checked by the trusted world.
 
 The student writes ``Oracle(state_path, first_timestamp=1, range_size=1000)``
 with ``get_timestamp()``. The paper's oracle hands out strictly increasing
@@ -9,53 +9,138 @@ timestamp, never backwards. Here the "highest allocated timestamp" is kept
 as the *mark*: one integer in the file ``state_path``, the first timestamp
 NOT covered by the ranges allocated so far (``None``: memory only).
 
-Each scenario abandons oracle objects the way a crash would (a new object on
-the same path is the restarted oracle). ``first_timestamp`` and
-``range_size`` come from the per-run secret.
+The student's oracle runs in the sandbox as a client of the grader's
+:class:`OracleWorld`, and its stable storage is the world's :class:`~.vdisk.Disk`:
+``state_path`` names a file of that disk, and every file call the oracle makes
+on it (open, write, replace, ...) is a message the world applies and records
+(:mod:`.vdisk`). So the world knows, at the moment each timestamp is served
+(the oracle's answer to a call), which mark is on its disk; a crash is a
+client the world stops answering at one of its disk calls; a restart is a new
+oracle object (a fresh client) on the same disk. The last check crashes the
+oracle at every disk call of a run with restarts, and restarts it there.
+``first_timestamp`` and ``range_size`` come from the per-run secret; which
+crash points run does not.
 """
 from __future__ import annotations
 
-from .framework import Exercise, plain, require
+from .channel import encode
+from .framework import Exercise, Fail, require, said
+from .interactive import Counterexample
+from .trusted import TrustedWorld
+from .vdisk import MUTATIONS, ROOT, Disk, serving
 
 exercise = Exercise(
     5, "timestamp oracle: ranges and a persisted high-water mark",
     answer="Oracle", graded={"Oracle": ("__init__", "get_timestamp")},
     hidden=("percolator_ref.services.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
 
+STATE = ROOT + "/oracle.state"
+NAME = "oracle.state"
+
 
 def _sizes(rng) -> dict:
-    return {"first": rng.randrange(10, 10 ** 6), "size": rng.randrange(20, 120)}
+    return {"t0": rng.randrange(10, 10 ** 6), "first": rng.randrange(10, 10 ** 6),
+            "size": rng.randrange(20, 120)}
 
 
-def _serve(oracle, n: int) -> list:
-    return [plain(oracle.get_timestamp()) for _ in range(n)]
+# -- the role (runs where the client runs) --------------------------------------------------
+
+class OracleClient:
+    """The student's oracle on the world's disk: each call's file operations are messages."""
+
+    def __init__(self, Oracle, cluster, state_path, first, size):
+        self.request = cluster.oracle.request
+        with serving(self.request):
+            self.oracle = Oracle(state_path, first_timestamp=first, range_size=size)
+
+    def get_timestamp(self):
+        with serving(self.request):
+            return self.oracle.get_timestamp()
 
 
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read(200)
-    except FileNotFoundError:
+@exercise.role("oracle")
+def _oracle(Oracle, cluster, state_path, first, size):
+    return OracleClient(Oracle, cluster, state_path, first, size)
+
+
+# -- the world (the grader's own record) ------------------------------------------------------
+
+class OracleWorld(TrustedWorld):
+    """A world whose disk holds the oracle's state; ``crash_at``: the disk call that kills."""
+
+    def __init__(self, trial, crash_at=None):
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline)
+        trial.worlds.append(self)
+        self.disk, self.crash_at = Disk(), crash_at
+        self.served: list = []                  # [(ts, mark on the disk when it was served)]
+        self.rounds = 0
+
+    def disk_call(self, c, msg):
+        if msg["fn"] in MUTATIONS and self.disk.mutations + 1 == self.crash_at:
+            self.crash_at = None                    # one crash per run
+            self.crash_client(c)
+            return None
+        reply = self.disk.apply(msg["fn"], msg["path"], msg["to"], msg["data"], msg["mode"])
+        if msg["fn"] in MUTATIONS:
+            self.note(c, f"disk: {msg['fn']} {msg['path']}" + (f" -> {msg['to']}" if msg["to"]
+                                                                else "")
+                      + f"; {NAME} holds {self.disk.files.get(NAME)!r}")
+        return reply
+
+    def note(self, c, what: str, mutations=()) -> None:
+        """Log a step; the frame's cells are the disk's files (the oracle has no other state)."""
+        super().note(c, what, mutations)
+        if "cells" in self.log[-1]:
+            self.log[-1]["cells"] = encode({"disk": {name: {"content": [(0, text)]}
+                                                     for name, text in sorted(self.disk.files.items())}})
+
+    def start(self, p, first=None, label=None):
+        """A (re)started oracle: a fresh client constructing ``Oracle`` on the disk."""
+        self.rounds += 1
+        return self.client("oracle", STATE, p["first"] if first is None else first, p["size"],
+                           label=label or f"oracle{self.rounds}")
+
+    def serve(self, c, msg):
+        if msg["op"] != "disk":
+            return super().serve(c, msg)
+        reply = self.disk_call(c, msg)
+        if not c.crashed:
+            self.reply(c, reply)
         return None
 
+    def timestamp(self, c):
+        """One get_timestamp call: the outcome, recorded with the mark on the disk then."""
+        before = self.disk.mutations
+        out = self.call(c, "get_timestamp")
+        if not c.crashed and isinstance(out, dict) and "value" in out:
+            self.served.append((out["value"], mark(self.disk.files.get(NAME))))
+            self.note(c, f"served {out['value']!r}; {NAME} holds {self.disk.files.get(NAME)!r}")
+        self.last_writes = self.disk.mutations - before
+        return out
 
-def _mark(text):
+    def timestamps(self, c, n: int) -> list:
+        return [_value(self.timestamp(c)) for _ in range(n)]
+
+
+def mark(text):
     """The integer in the state file's text, or None."""
     if not isinstance(text, str) or not text.strip().lstrip("-").isdigit():
         return None
     return int(text.strip())
 
 
-def _ints(obs, key: str, n: int, what: str) -> list:
-    values = obs.get(key) if isinstance(obs, dict) else None
-    require(isinstance(values, list) and len(values) == n, f"malformed observations ({key})")
-    for v in values:
-        require(type(v) is int, f"{what}, got {v!r}")
-    return values
+def _value(out):
+    require(isinstance(out, dict) and "value" in out,
+            f"get_timestamp() must return a timestamp; it {said(out)}")
+    require(type(out["value"]) is int, f"get_timestamp() must return an int timestamp; it "
+                                       f"{said(out)}")
+    return out["value"]
 
 
-def _timestamps(obs, key: str, n: int) -> list:
-    return _ints(obs, key, n, "get_timestamp() must return an int timestamp")
+def _started(w, c):
+    require(not c.crashed and c.answer is not None and "raised" not in c.answer,
+            f"Oracle(state_path, first_timestamp=..., range_size=...) {said(c.answer)}")
+    return c
 
 
 def _consecutive(served: list, first: int, what: str) -> None:
@@ -65,198 +150,201 @@ def _consecutive(served: list, first: int, what: str) -> None:
                 f"from first_timestamp={first} while the oracle lives), it returned {ts}")
 
 
+def _persisted_first(w) -> None:
+    for ts, m in w.served:
+        holds = "no mark" if m is None else f"the mark {m}"
+        require(m is not None and m > ts,
+                f"when the oracle served {ts}, the disk held {holds}: a crash then would let a "
+                f"restarted oracle hand out {ts} again. The oracle must write the END of a range "
+                f"to stable storage BEFORE it serves any timestamp of that range")
+
+
 # -- 1. a living oracle --------------------------------------------------------------
 
-@exercise.scenario("consecutive timestamps from first_timestamp, across range ends", params=_sizes)
-def _living(Oracle, p, ctx):
-    oracle = Oracle(ctx.path("oracle.state"), first_timestamp=p["first"], range_size=p["size"])
-    return {"served": _serve(oracle, 2 * p["size"] + 3)}
-
-
-@exercise.verdict("consecutive timestamps from first_timestamp, across range ends")
-def _living_ok(obs, p):
-    served = _timestamps(obs, "served", 2 * p["size"] + 3)
+@exercise.check("consecutive timestamps from first_timestamp, across range ends", params=_sizes)
+def _living(trial, p):
+    w = OracleWorld(trial)
+    served = w.timestamps(_started(w, w.start(p)), 2 * p["size"] + 3)
     _consecutive(served, p["first"], f"with range_size={p['size']}")
 
 
-@exercise.scenario("without a state_path the mark lives in memory",
-                   params=lambda rng: {"first": rng.randrange(10, 10 ** 6), "size": rng.randrange(2, 6)})
-def _memory(Oracle, p, ctx):
-    with ctx.writes() as writes:
-        oracle = Oracle(None, first_timestamp=p["first"], range_size=p["size"])
-        served = _serve(oracle, 3 * p["size"] + 1)
-    return {"served": served, "writes": writes.paths[:5]}
-
-
-@exercise.verdict("without a state_path the mark lives in memory")
-def _memory_ok(obs, p):
-    served = _timestamps(obs, "served", 3 * p["size"] + 1)
+@exercise.check("without a state_path the mark lives in memory",
+                params=lambda rng: {"t0": rng.randrange(10, 10 ** 6),
+                                    "first": rng.randrange(10, 10 ** 6), "size": rng.randrange(2, 6)})
+def _memory(trial, p):
+    w = OracleWorld(trial)
+    c = _started(w, w.client("oracle", None, p["first"], p["size"], label="oracle"))
+    served = w.timestamps(c, 3 * p["size"] + 1)
     _consecutive(served, p["first"], "with state_path=None")
-    require(obs.get("writes") == [],
+    require(w.disk.mutations == 0 and not w.disk.strays,
             f"with state_path=None there is no stable storage: the oracle must not write any "
-            f"file, it wrote {obs.get('writes')}")
+            f"file; it wrote {w.disk.strays[:3] or sorted(w.disk.files)}")
 
 
 # -- 2. persisting the mark -------------------------------------------------------------
 
-@exercise.scenario("the mark is persisted before a timestamp of its range is served", params=_sizes)
-def _persist_first(Oracle, p, ctx):
-    path = ctx.path("oracle.state")
-    oracle = Oracle(path, first_timestamp=p["first"], range_size=p["size"])
-    seen = []
-    for _ in range(2 * p["size"] + 2):
-        ts = plain(oracle.get_timestamp())
-        seen.append([ts, _read(path)])
-    return {"seen": seen}
+@exercise.check("the mark is persisted before a timestamp of its range is served", params=_sizes)
+def _persist_first(trial, p):
+    w = OracleWorld(trial)
+    w.timestamps(_started(w, w.start(p)), 2 * p["size"] + 2)
+    _persisted_first(w)
 
 
-@exercise.verdict("the mark is persisted before a timestamp of its range is served")
-def _persist_first_ok(obs, p):
-    seen = obs.get("seen") if isinstance(obs, dict) else None
-    require(isinstance(seen, list) and len(seen) == 2 * p["size"] + 2, "malformed observations")
-    for ts, text in seen:
-        require(text is not None,
-                f"after serving {ts!r} no mark was on stable storage: a crash now would let a "
-                "restarted oracle hand out the same timestamps again")
-        mark = _mark(text)
-        require(mark is not None, f"the state file must hold one integer (the mark), it holds {text!r}")
-        require(type(ts) is int and mark > ts,
-                f"after serving {ts!r} the persisted mark was {mark}: a restart would serve {mark} "
-                "again. The oracle must write the END of a range to stable storage BEFORE it "
-                "serves any timestamp of that range")
-
-
-@exercise.scenario("the mark is the first timestamp not covered by the allocated range",
-                   params=_sizes)
-def _mark_value(Oracle, p, ctx):
-    path = ctx.path("oracle.state")
-    oracle = Oracle(path, first_timestamp=p["first"], range_size=p["size"])
-    first = [plain(oracle.get_timestamp()), _read(path)]
-    _serve(oracle, p["size"] - 1)
-    second = [plain(oracle.get_timestamp()), _read(path)]
-    return {"first": first, "second": second}
-
-
-@exercise.verdict("the mark is the first timestamp not covered by the allocated range")
-def _mark_value_ok(obs, p):
+@exercise.check("the mark is the first timestamp not covered by the allocated range",
+                params=_sizes)
+def _mark_value(trial, p):
+    w = OracleWorld(trial)
+    c = _started(w, w.start(p))
     first, size = p["first"], p["size"]
-    for key, start in (("first", first), ("second", first + size)):
-        pair = obs.get(key) if isinstance(obs, dict) else None
-        require(isinstance(pair, list) and len(pair) == 2, "malformed observations")
-        ts, text = pair
+    for start in (first, first + size):
+        w.timestamps(c, 1 if start == first else size)
+        ts, _ = w.served[-1]
         require(ts == start, f"the call that opens the range [{start}, {start + size}) must "
                              f"return {start}, it returned {ts!r}")
+        text = w.disk.files.get(NAME)
         holds = "there is no state file" if text is None else f"it holds {text!r}"
-        require(_mark(text) == start + size,
+        require(mark(text) == start + size,
                 f"serving {start} allocated the range [{start}, {start + size}) "
                 f"(range_size={size}): the state file must then hold {start + size}, the first "
                 f"timestamp not covered by the range (the highest allocated, exclusive); {holds}")
 
 
-@exercise.scenario("one write of the mark per range, the range served from memory",
-                   params=_sizes)
-def _one_write(Oracle, p, ctx):
-    per_call, served = [], []
-    with ctx.writes() as writes:
-        oracle = Oracle(ctx.path("oracle.state"), first_timestamp=p["first"], range_size=p["size"])
-        at_start = len(writes.paths)
-        for _ in range(3 * p["size"]):
-            before = len(writes.paths)
-            served.append(plain(oracle.get_timestamp()))
-            per_call.append(len(writes.paths) - before)
-    return {"at_start": at_start, "writes_per_call": per_call, "served": served}
-
-
-@exercise.verdict("one write of the mark per range, the range served from memory")
-def _one_write_ok(obs, p):
-    per_call = _ints(obs, "writes_per_call", 3 * p["size"], "malformed observations")
-    at_start = obs.get("at_start")
-    require(type(at_start) is int, "malformed observations")
-    size, first = p["size"], p["first"]
-    _consecutive(_ints(obs, "served", 3 * size, "malformed observations"), first,
-                 "while counting the writes")       # ties the counts to this run's timestamps
-    for i, count in enumerate(per_call):
+@exercise.check("one write of the mark per range, the range served from memory", params=_sizes)
+def _one_write(trial, p):
+    w = OracleWorld(trial)
+    c = _started(w, w.start(p))
+    at_start, size, first = w.disk.mutations, p["size"], p["first"]
+    for i in range(3 * size):
+        ts = _value(w.timestamp(c))
         start = first + i - i % size
+        require(ts == first + i, f"call {i + 1} must return {first + i}, it returned {ts}")
         if i % size == 0:
-            require(count > 0 or (i == 0 and at_start > 0),
+            require(w.last_writes > 0 or (i == 0 and at_start > 0),
                     f"the range [{start}, {start + size}) was served without writing its end "
                     f"({start + size}) to stable storage first: each range is allocated by "
                     "persisting the highest allocated timestamp")
         else:
-            require(count == 0,
-                    f"serving {first + i} wrote to stable storage, but it lies inside the range "
+            require(w.last_writes == 0,
+                    f"serving {ts} wrote to stable storage, but it lies inside the range "
                     f"[{start}, {start + size}) already allocated: a range is persisted once "
                     "and then served from memory")
 
 
 # -- 3. restarts --------------------------------------------------------------------
 
-@exercise.scenario("a restart jumps forward to the mark, never back",
-                   params=lambda rng: dict(_sizes(rng), counts=[rng.randrange(1, 6), 1,
-                                                                rng.randrange(2, 9), 3]))
-def _restarts(Oracle, p, ctx):
-    path, runs = ctx.path("oracle.state"), []
-    for count in p["counts"]:
-        oracle = Oracle(path, first_timestamp=p["first"], range_size=p["size"])   # a restart
-        runs.append(_serve(oracle, count))
-    return {"runs": runs}
-
-
-@exercise.verdict("a restart jumps forward to the mark, never back")
-def _restarts_ok(obs, p):
-    runs = obs.get("runs") if isinstance(obs, dict) else None
-    require(isinstance(runs, list) and [len(r) if isinstance(r, list) else -1 for r in runs]
-            == p["counts"], "malformed observations")
-    last = None
-    for j, run in enumerate(runs):
-        _timestamps({"run": run}, "run", len(run))
+@exercise.check("a restart jumps forward to the mark, never back",
+                params=lambda rng: dict(_sizes(rng), counts=[rng.randrange(1, 6), 1,
+                                                             rng.randrange(2, 9), 3]))
+def _restarts(trial, p):
+    w, last = OracleWorld(trial), None
+    for j, count in enumerate(p["counts"]):
+        run = w.timestamps(_started(w, w.start(p)), count)       # a restart
         if last is not None:
             require(run[0] > last,
                     f"restart {j}: the previous oracle had served {last}, the restarted one "
                     f"served {run[0]}: timestamps must never go backwards across a restart "
                     "(read the persisted mark when starting)")
-        mark = p["first"] + j * p["size"]
-        require(run[0] == mark,
-                f"restart {j}: the ranges allocated so far end at {mark} (the persisted mark), "
-                f"so the restarted oracle must jump forward to exactly {mark}; it served {run[0]}")
-        _consecutive(run, mark, f"after restart {j}")
+        expected = p["first"] + j * p["size"]
+        require(run[0] == expected,
+                f"restart {j}: the ranges allocated so far end at {expected} (the persisted "
+                f"mark), so the restarted oracle must jump forward to exactly {expected}; it "
+                f"served {run[0]}")
+        _consecutive(run, expected, f"after restart {j}")
         last = run[-1]
 
 
-@exercise.scenario("a restart right after a range is used up", params=_sizes)
-def _exhausted(Oracle, p, ctx):
-    path = ctx.path("oracle.state")
-    old = Oracle(path, first_timestamp=p["first"], range_size=p["size"])
-    served = _serve(old, p["size"])
-    new = Oracle(path, first_timestamp=p["first"], range_size=p["size"])
-    return {"last": served[-1], "after": plain(new.get_timestamp())}
-
-
-@exercise.verdict("a restart right after a range is used up")
-def _exhausted_ok(obs, p):
+@exercise.check("a restart right after a range is used up", params=_sizes)
+def _exhausted(trial, p):
+    w = OracleWorld(trial)
+    served = w.timestamps(_started(w, w.start(p)), p["size"])
     end = p["first"] + p["size"]
-    require(isinstance(obs, dict) and obs.get("last") == end - 1,
+    require(served[-1] == end - 1,
             f"the first range [{p['first']}, {end}) must be served in full before the restart; "
-            f"its last timestamp was {obs.get('last') if isinstance(obs, dict) else obs!r}")
-    require(obs.get("after") == end,
+            f"its last timestamp was {served[-1]}")
+    after = _value(w.timestamp(_started(w, w.start(p))))
+    require(after == end,
             f"the oracle served its whole range up to {end - 1} and restarted: it must jump "
-            f"forward to {end} (the mark), it served {obs.get('after')!r}"
-            + (": the same timestamp twice" if obs.get("after") == end - 1 else ""))
+            f"forward to {end} (the mark), it served {after}"
+            + (": the same timestamp twice" if after == end - 1 else ""))
 
 
-@exercise.scenario("first_timestamp above the persisted mark wins",
-                   params=lambda rng: dict(_sizes(rng), jump=rng.randrange(1000, 5000)))
-def _first_above(Oracle, p, ctx):
-    path = ctx.path("oracle.state")
-    _serve(Oracle(path, first_timestamp=p["first"], range_size=p["size"]), 2)
-    later = p["first"] + p["size"] + p["jump"]
-    return {"after": plain(Oracle(path, first_timestamp=later, range_size=p["size"]).get_timestamp())}
+@exercise.check("first_timestamp above the persisted mark wins",
+                params=lambda rng: dict(_sizes(rng), jump=rng.randrange(1000, 5000)))
+def _first_above(trial, p):
+    w = OracleWorld(trial)
+    w.timestamps(_started(w, w.start(p)), 2)
+    m, later = p["first"] + p["size"], p["first"] + p["size"] + p["jump"]
+    after = _value(w.timestamp(_started(w, w.start(p, first=later))))
+    require(after == later,
+            f"restarted with first_timestamp={later} above the persisted mark {m}, the oracle "
+            f"must start at max(first_timestamp, mark) = {later}; it served {after}")
 
 
-@exercise.verdict("first_timestamp above the persisted mark wins")
-def _first_above_ok(obs, p):
-    mark, later = p["first"] + p["size"], p["first"] + p["size"] + p["jump"]
-    require(isinstance(obs, dict) and obs.get("after") == later,
-            f"restarted with first_timestamp={later} above the persisted mark {mark}, the oracle "
-            f"must start at max(first_timestamp, mark) = {later}; it served "
-            f"{obs.get('after') if isinstance(obs, dict) else obs!r}")
+# -- 4. a crash at every disk call ------------------------------------------------------------
+
+def _script(w, p) -> None:
+    """Serve past a range end, restart and serve, restart twice in a row, serve."""
+    size = p["size"]
+    for count in (size + 2, 2, 0, 1):
+        c = w.start(p)
+        if c.crashed:
+            return
+        _started(w, c)
+        for _ in range(count):
+            out = w.timestamp(c)
+            if c.crashed:
+                return
+            _value(out)
+
+
+def _after_crash(w, p, k: int) -> None:
+    """The oracle crashed at disk call ``k``: a restarted oracle must serve above all served."""
+    served = [ts for ts, _ in w.served]
+    text = w.disk.files.get(NAME)
+    c = w.start(p, label="restarted")
+    require(not c.crashed and c.answer is not None and "raised" not in c.answer,
+            f"the oracle crashed at its disk call {k} (the state file then held {text!r}); the "
+            f"restarted Oracle(...) {said(c.answer)}")
+    after = _value(w.timestamp(c))
+    top = max(served, default=None)
+    require(top is None or after > top,
+            f"the oracle crashed at its disk call {k}, after serving up to {top}; the state file "
+            f"then held {text!r}, and the restarted oracle served {after}: the same timestamp "
+            f"twice. Every state a crash can leave on the disk must still hold a mark above "
+            f"everything served (write the new mark to a temporary file, then os.replace it)")
+
+
+@exercise.check("every crash point of a run with restarts: the restarted oracle never serves a "
+                "timestamp twice",
+                params=lambda rng: {"t0": rng.randrange(10, 10 ** 6),
+                                    "first": rng.randrange(10, 10 ** 6), "size": rng.randrange(3, 7)},
+                limit=30.0)
+def _crashes(trial, p):
+    w = OracleWorld(trial)
+    _as_counterexample(w, 0, lambda: _uncrashed(w, p))
+    calls = w.disk.mutations
+    trial.runs += 1
+    for k in range(1, calls + 1):
+        trial.runs += 1
+        w = OracleWorld(trial, crash_at=k)
+        _as_counterexample(w, k, lambda: (_script(w, p), _after_crash(w, p, k)))
+
+
+def _uncrashed(w, p) -> None:
+    _script(w, p)
+    served = [ts for ts, _ in w.served]
+    require(served and all(a < b for a, b in zip(served, served[1:])),
+            f"without a crash, a run with restarts must serve strictly increasing timestamps; "
+            f"the oracle served {served[:12]}")
+    _persisted_first(w)
+
+
+def _as_counterexample(w, k: int, run) -> None:
+    """Run one crash point (0: none); a failure is reported with the run's steps."""
+    try:
+        run()
+    except Counterexample:
+        raise
+    except Fail as exc:                 # crash points run in order: the first failing is shortest
+        where = ("crash", f"disk call {k}") if k else ("go", "no crash")
+        raise Counterexample(str(exc), w.log, (where,), k + 1) from None

@@ -1,4 +1,5 @@
-"""Exercise 6: observers, acknowledgements and message collapsing (section 2.4), as scenarios.
+"""Exercise 6: observers, acknowledgements and message collapsing (section 2.4), checked by the
+trusted world.
 
 The student writes ``pending_notification(txn, observer, row)`` (the newest
 notification at or below ``start_ts`` that ``observer`` has not acknowledged,
@@ -18,22 +19,27 @@ returns False has conflicted and is retried after a backoff. The kit adds:
 ``registered_ts`` (a write committed before the observer existed does not
 trigger it) and the acknowledgement as the run's first write (its primary).
 
-The reference ``observers.pending_notification`` and ``observers.run_observer``
-are hidden during grading, so the reference runners (``run_observers``,
-``process_notification``) cannot be used: the scenarios drive the student's
-``run_observer`` themselves (:func:`_sweep`) and clear notifications with the
-public ``observers.clear_notification``. Timestamps, rows and texts come from
-the per-run secret.
+The student's functions run in the sandbox as clients (:class:`Runner`) of the
+grader's :class:`~.trusted.TrustedWorld`, which holds the documents, commits
+the writes that set notifications, and clears notifications itself between
+runs (as the reference runner does). The observer's function runs in the
+client too: it reads ``docs/<row>.contents`` and writes
+``docs/<row>.<name>`` = upper(value). Verdicts read the world's record: the
+committed acknowledgements, the observer's committed output, the row
+transactions each client ran (an observer run reads the document with a
+``get``), and the clients' answers. The families enumerate every schedule of
+two runs of one notification, of a run and a new write to the same cell, of
+a run and a conflicting writer, and every crash point of a run. Timestamps,
+rows and texts come from the secret; which schedules run does not.
 """
 from __future__ import annotations
 
-from percolator_ref import ClientCrash
-from percolator_ref.model import ack_col, lock_col, notify_col
-from percolator_ref.observers import clear_notification
+from percolator_ref import Transaction
+from percolator_ref.model import ack_col, lock_col, notify_col, split_column, write_col
+from percolator_ref.observers import Observer, clear_notification
 
-from .framework import Exercise, outcome, require
-from .framework import observed as _get, said as _said
-from .worlds import new_cluster, versions
+from .framework import Exercise, require, said
+from .trusted import Participant
 
 exercise = Exercise(
     6, "observers: acknowledgement and message collapsing", answer="answer",
@@ -43,6 +49,7 @@ exercise = Exercise(
 
 TABLE, COLUMN = "docs", "contents"
 WORDS = ("apple", "brick", "cloud", "delta", "ember", "fjord", "grain", "haven", "ivory", "joker")
+FAMILY_TTL = 0.004        # a waiting run outlives a silent holder within a few backoffs
 
 
 def _params(rng) -> dict:
@@ -51,561 +58,512 @@ def _params(rng) -> dict:
             "client": f"worker-{rng.randrange(1, 10)}", "k": rng.randrange(2, 5)}
 
 
-# -- the world (sandbox side) ----------------------------------------------------------
+# -- roles (run where the client runs) ---------------------------------------------------
 
-class World:
-    """docs/<row>.contents watched by observers that each write docs/<row>.<name> = upper(value)."""
+class Runner:
+    """A worker: the observers ``[[name, registered_ts], ...]`` and the answer's two steps.
 
-    def __init__(self, p, names=("upper",), hook=None):
-        self.c, self.row, self.calls, self.hook = new_cluster(p["t0"]), p["row"], [], hook
-        for name in names:
-            self.c.observe(TABLE, COLUMN, name=name)(self.observer_fn(name))
+    Each observer reads ``docs/<row>.contents`` and writes ``docs/<row>.<name>``
+    = upper(value); with ``fail_first`` its first call raises RuntimeError.
+    """
+
+    def __init__(self, answer, cluster, observers, fail_first=False):
+        self.answer, self.cluster, self.fail = answer, cluster, fail_first
+        self.observers = {name: Observer(name, TABLE, COLUMN, self.observer_fn(name), ts)
+                          for name, ts in observers}
 
     def observer_fn(self, name):
         def fn(txn, row, column):
             value = txn.get(row, column, table=TABLE)
-            self.calls.append({"observer": name, "start_ts": txn.start_ts, "client": txn.client,
-                               "saw": value if isinstance(value, str) else repr(value)})
-            if self.hook is not None:
-                self.hook(self, len(self.calls))
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("the observer failed (disk full)")
             txn.set(row, name, str(value).upper(), table=TABLE)
         return fn
 
-    def observer(self, name="upper"):
-        return next(o for o in self.c.observers.for_column(TABLE, COLUMN) if o.name == name)
+    def run(self, name, row, client=None, crash_after=None):
+        return self.answer.run_observer(self.cluster, self.observers[name], row, client=client,
+                                        crash_after=crash_after)
 
-    def write(self, value, row=None) -> int:
-        """Commit docs/<row>.contents = value; its commit_ts (the notification's timestamp)."""
-        t = self.c.begin()
+    def pending(self, name, row):
+        return self.answer.pending_notification(self.cluster.begin(), self.observers[name], row)
+
+
+class Looker(Runner):
+    """A transaction begun at construction; ``pending`` asks in its snapshot."""
+
+    def __init__(self, answer, cluster, observers):
+        super().__init__(answer, cluster, observers)
+        self.txn = cluster.begin()
+
+    def pending(self, name, row):
+        return self.answer.pending_notification(self.txn, self.observers[name], row)
+
+
+@exercise.role("runner")
+def _runner(answer, cluster, observers, fail_first=False):
+    return Runner(answer, cluster, observers, fail_first)
+
+
+@exercise.role("looker")
+def _looker(answer, cluster, observers):
+    return Looker(answer, cluster, observers)
+
+
+@exercise.role("run")
+def _run(answer, cluster, observers, name, row):
+    """One call of run_observer (a family's participant)."""
+    return Runner(answer, cluster, observers).run(name, row)
+
+
+@exercise.role("writer")
+def _writer(txn_class, cluster, row, column, value):
+    """A reference transaction writing one cell (a family's trusted participant); the world's
+    observers watch docs/contents, so writing it sets a notification."""
+    txn = txn_class(cluster)
+    txn.set(row, column, value, table=TABLE)
+    return txn.commit()
+
+
+# -- the world (the grader's own record) ---------------------------------------------------
+
+class Docs:
+    """The trusted world with its observers, and what a verdict reads from it."""
+
+    def __init__(self, w, p, names=("upper",)):
+        self.w, self.p, self.row = w, p, p["row"]
+        self.observers = []
+        for name in names:
+            self.register(name)
+
+    def register(self, name) -> list:
+        """Register ``name`` on the world (its registered_ts is the oracle's next timestamp)."""
+        self.w.cluster.observe(TABLE, COLUMN, name=name)(lambda txn, row, column: None)
+        self.observers.append([name, self.w.oracle.peek()])
+        return self.observers[-1]
+
+    def write(self, value, row=None):
+        """Commit docs/<row>.contents = value (a reference writer); its commit_ts."""
+        t = Transaction(self.w.cluster, "writer")
         t.set(row or self.row, COLUMN, value, table=TABLE)
         return t.commit_ts if t.commit() else None
 
-    def read(self, column):
-        return outcome(lambda: self.c.begin().get(self.row, column, table=TABLE))
+    def runner(self, label="W", **kwargs):
+        return self.w.client("runner", self.observers, kwargs.get("fail_first", False), label=label)
 
-    def ack(self, name="upper") -> dict:
-        column = ack_col(COLUMN, name)
-        return {kind: versions(self.c, TABLE, self.row, f"{column}:{kind}")
-                for kind in ("data", "lock", "write")}
+    def sweep(self, runner, sweeps: int = 5) -> list:
+        """The reference runner's loop with the student's run_observer: the outcomes."""
+        outs = []
+        for _ in range(sweeps):
+            pending = list(self.w.cluster.bigtable.notifications())
+            if not pending:
+                break
+            for table, row, column in pending:
+                for name, _ in self.observers:
+                    outs.append(self.w.call(runner, "run", name, row))
+                clear_notification(self.w.cluster, table, row, column)
+        return outs
+
+    def acks(self, name="upper") -> list:
+        """The start_ts each committed acknowledgement points at, newest first."""
+        found = self.w.cluster.bigtable.versions(TABLE, self.row, write_col(ack_col(COLUMN, name)))
+        return [v.start_ts for _, v in found]
 
     def locks(self) -> list:
-        """Every lock left in the row: ``[[column, start_ts, primary], ...]``."""
-        found = []
-        for name in ("upper", ack_col(COLUMN, "upper")):
-            for ts, lock in versions(self.c, TABLE, self.row, lock_col(name)):
-                found.append([name, ts, lock.get("primary") if isinstance(lock, dict) else None])
-        return found
+        """Every lock left in the row: ``[column, ...]``."""
+        return [split_column(physical)[0] for physical in self.w.cluster.bigtable.columns(TABLE, self.row)
+                if split_column(physical)[1] == "lock"]
 
+    def output(self, name="upper"):
+        """What a reference reader reads in docs/<row>.<name> now."""
+        reader = Transaction(self.w.cluster, "auditor")
+        try:
+            return reader.get(self.row, name, table=TABLE)
+        finally:
+            reader.abandon()
 
-def _sweep(world, answer, sweeps: int = 5) -> list:
-    """What ``run_observers`` does, with the student's ``run_observer``: the outcomes of the runs."""
-    runs = []
-    for _ in range(sweeps):
-        pending = list(world.c.bigtable.notifications())
-        if not pending:
-            break
-        for table, row, column in pending:
-            for observer in world.c.observers.for_column(table, column):
-                runs.append(outcome(answer.run_observer, world.c, observer, row))
-            clear_notification(world.c, table, row, column)
-    return runs
+    def clean(self) -> None:
+        """A reference reader scans the document's row: dead clients' locks are cleaned up."""
+        reader = Transaction(self.w.cluster, "auditor")
+        reader.scan_row(TABLE, self.row)
+        reader.abandon()
 
-
-
-# -- verdict helpers (grader side) -------------------------------------------------------
-
-
-
-def _calls(obs) -> list:
-    calls = _get(obs, "calls")[0]
-    require(isinstance(calls, list) and all(isinstance(c, dict) for c in calls),
-            "malformed observations (calls)")
-    return calls
+    def calls(self, c) -> int:
+        """How often client ``c`` ran an observer (each run reads the document with a get)."""
+        return sum(1 for e in self.w.log
+                   if e["client"] == c.label and e["did"] == f"get {TABLE}/{self.row}")
 
 
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-def _committed_acks(ack) -> list:
-    """The start_ts each committed acknowledgement points at, newest first."""
-    require(isinstance(ack, dict) and isinstance(ack.get("write"), list) and
-            isinstance(ack.get("lock"), list), "malformed observations (ack)")
-    return [w[1].get("write") if isinstance(w, list) and len(w) == 2 and isinstance(w[1], dict)
-            else None for w in ack["write"]]
-
-
 def _was_crash(out) -> bool:
     return isinstance(out, dict) and str(out.get("raised", "")).startswith("ClientCrash")
 
 
-def _output(obs, p, text, what: str) -> None:
-    out = _get(obs, "out")[0]
-    require(out == {"value": text.upper()},
-            f"{what}, {TABLE}/{p['row']}.upper must read the observer's output "
-            f"{text.upper()!r}; reading it {_said(out)}")
+def _output(d, text, what: str) -> None:
+    out = d.output()
+    require(out == text.upper(),
+            f"{what}, {TABLE}/{d.row}.upper must read the observer's output {text.upper()!r}; "
+            f"a reader finds {out!r}")
 
 
 # -- 1. one write, one run ---------------------------------------------------------------
 
-@exercise.scenario("a committed write triggers one run, acknowledged with its start_ts",
-                   params=_params)
-def _once(answer, p, ctx):
-    w = World(p)
-    w.c.lockservice.register(p["client"])             # the worker's liveness token
-    notify = w.write(p["texts"][0])
-    first = outcome(answer.run_observer, w.c, w.observer(), w.row, client=p["client"])
-    second = outcome(answer.run_observer, w.c, w.observer(), w.row, client=p["client"])
-    return {"notify": notify, "first": first, "second": second, "calls": w.calls,
-            "ack": w.ack(), "out": w.read("upper")}
-
-
-@exercise.verdict("a committed write triggers one run, acknowledged with its start_ts")
-def _once_ok(obs, p):
-    notify, first, second, ack = _get(obs, "notify", "first", "second", "ack")
-    calls = _calls(obs)
-    require(first == {"value": True} and len(calls) >= 1,
+@exercise.check("a committed write triggers one run, acknowledged with its start_ts",
+                params=_params)
+def _once(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    w.cluster.lockservice.register(p["client"])          # the worker's liveness token
+    notify = d.write(p["texts"][0])
+    r = d.runner()
+    first = w.call(r, "run", "upper", d.row, p["client"])
+    require(first == {"value": True} and d.acks(),
             f"a write committed at {notify} set its notification: run_observer must run the "
-            f"observer and return True once the run committed; it {_said(first)}")
-    start, client = calls[0].get("start_ts"), calls[0].get("client")
-    require(client == p["client"],
+            f"observer and return True once the run committed; it {said(first)}")
+    start = d.acks()[0]
+    holders = {v.get("client") for e in w.log if e["client"] == r.label
+               for _, _, v in e["writes"] if isinstance(v, dict) and v.get("lock") is True}
+    require(holders == {p["client"]},
             f"run_observer(..., client={p['client']!r}) must run its transaction as that client "
-            f"(it shares the worker's liveness token); the run's client was {client!r}")
-    require(second == {"value": False} and len(calls) == 1,
+            f"(it shares the worker's liveness token); its locks were held by {sorted(holders)}")
+    second = w.call(r, "run", "upper", d.row, p["client"])
+    require(second == {"value": False} and d.calls(r) == 1,
             f"called again with nothing new, run_observer must find the notification at {notify} "
             f"acknowledged (the run that started at {start} saw it) and return False without "
-            f"running the observer; it {_said(second)}, the observer ran {_times(len(calls))}")
-    require(_committed_acks(ack) == [start],
-            f"the run that started at {start} must commit, in its own transaction, the "
-            f"acknowledgement {COLUMN}:ack_upper = {start} (the start_ts of the observer's last "
-            f"run); committed acknowledgements point at {_committed_acks(ack)}")
-    _output(obs, p, p["texts"][0], "after the run")
+            f"running the observer; it {said(second)}, the observer ran {_times(d.calls(r))}")
+    require(d.acks() == [start] and start in r.timestamps,
+            f"the run must commit, in its own transaction, the acknowledgement "
+            f"{COLUMN}:ack_upper = its start_ts (the start_ts of the observer's last run); "
+            f"committed acknowledgements point at {d.acks()}, your client's timestamps were "
+            f"{r.timestamps}")
+    _output(d, p["texts"][0], "after the run")
 
 
 # -- 2. message collapsing ----------------------------------------------------------------
 
-@exercise.scenario("several writes before a run collapse into one run", params=_params)
-def _collapse(answer, p, ctx):
-    w = World(p)
-    notifies = [w.write(text) for text in p["texts"][:p["k"]]]
-    return {"notifies": notifies, "runs": _sweep(w, answer), "calls": w.calls, "out": w.read("upper")}
-
-
-@exercise.verdict("several writes before a run collapse into one run")
-def _collapse_ok(obs, p):
-    notifies, = _get(obs, "notifies")
-    calls, last = _calls(obs), p["texts"][p["k"] - 1]
-    saw = [c.get("saw") for c in calls]
-    require(saw == [last],
+@exercise.check("several writes before a run collapse into one run", params=_params)
+def _collapse(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    notifies = [d.write(text) for text in p["texts"][:p["k"]]]
+    r = d.runner()
+    d.sweep(r)
+    last = p["texts"][p["k"] - 1]
+    require(d.calls(r) == 1 and len(d.acks()) == 1,
             f"{p['k']} writes (notifications at {notifies}) before any run collapse into ONE run "
             f"(message collapsing), which sees the newest value {last!r}; the observer ran "
-            f"{_times(len(calls))}, seeing {saw}")
-    _output(obs, p, last, "after the run")
+            f"{_times(d.calls(r))}, {len(d.acks())} runs committed")
+    _output(d, last, "after the run")
 
 
 # -- 3. an acknowledged notification --------------------------------------------------
 
-@exercise.scenario("an acknowledged notification does not run again", params=_params)
-def _acked(answer, p, ctx):
-    w = World(p)
-    notify = w.write(p["texts"][0])
-    runs = _sweep(w, answer)
+@exercise.check("an acknowledged notification does not run again", params=_params)
+def _acked(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    notify = d.write(p["texts"][0])
+    r = d.runner()
+    d.sweep(r)
+    require(d.calls(r) >= 1 and d.acks(), f"the write committed at {notify} never ran the observer")
+    start = d.acks()[0]
     # the worker died between the run's commit and the clearing: the notification is back
-    w.c.bigtable.write(TABLE, w.row, notify_col(COLUMN), True, notify)
-    pending = outcome(answer.pending_notification, w.c.begin(), w.observer(), w.row)
-    again = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    return {"notify": notify, "runs": runs, "pending": pending, "again": again, "calls": w.calls}
-
-
-@exercise.verdict("an acknowledged notification does not run again")
-def _acked_ok(obs, p):
-    notify, pending, again = _get(obs, "notify", "pending", "again")
-    calls = _calls(obs)
-    require(len(calls) >= 1, f"the write committed at {notify} never ran the observer")
-    start = calls[0].get("start_ts")
+    w.cluster.bigtable.write(TABLE, d.row, notify_col(COLUMN), True, notify)
     why = (f"the notification at {notify} was left in the table, but the run that started at "
            f"{start} committed the acknowledgement {start} > {notify}: it is acknowledged")
+    pending = w.call(r, "pending", "upper", d.row)
     require(pending == {"value": None}, f"{why}, so pending_notification must return None; "
-                                        f"it {_said(pending)}")
-    require(again == {"value": False} and len(calls) == 1,
+                                        f"it {said(pending)}")
+    again = w.call(r, "run", "upper", d.row)
+    require(again == {"value": False} and d.calls(r) == 1,
             f"{why}, so run_observer must return False without running the observer; it "
-            f"{_said(again)}, the observer ran {_times(len(calls))}")
+            f"{said(again)}, the observer ran {_times(d.calls(r))}")
 
 
 # -- 4. the snapshot bounds the notification ---------------------------------------------
 
-@exercise.scenario("pending_notification reads the newest notification at or below start_ts",
-                   params=_params)
-def _bounded(answer, p, ctx):
-    w = World(p)
+@exercise.check("pending_notification reads the newest notification at or below start_ts",
+                params=_params)
+def _bounded(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
     other = p["row"] + "x"
-    below = [w.write(p["texts"][0]), w.write(p["texts"][1])]
-    txn = w.c.begin()
-    above = [w.write(p["texts"][2]), w.write(p["texts"][3], row=other)]
-    return {"start_ts": txn.start_ts, "below": below, "above": above,
-            "row": outcome(answer.pending_notification, txn, w.observer(), w.row),
-            "other": outcome(answer.pending_notification, txn, w.observer(), other)}
-
-
-@exercise.verdict("pending_notification reads the newest notification at or below start_ts")
-def _bounded_ok(obs, p):
-    start, below, above, row, other = _get(obs, "start_ts", "below", "above", "row", "other")
-    require(isinstance(below, list) and len(below) == 2 and isinstance(above, list)
-            and len(above) == 2, "malformed observations")
+    below = [d.write(p["texts"][0]), d.write(p["texts"][1])]
+    looker = w.client("looker", d.observers, label="L")
+    start = looker.timestamps[0] if looker.timestamps else None
+    above = [d.write(p["texts"][2]), d.write(p["texts"][3], row=other)]
+    row = w.call(looker, "pending", "upper", d.row)
     require(row == {"value": below[1]},
             f"{TABLE}/{p['row']} has notifications at {below[0]}, {below[1]} and {above[0]}; the "
             f"transaction's start_ts is {start}: pending_notification must return the newest at "
-            f"or below start_ts, {below[1]}; it {_said(row)}")
-    require(other == {"value": None},
-            f"{TABLE}/{p['row']}x has one notification, at {above[1]}, above the transaction's "
+            f"or below start_ts, {below[1]}; it {said(row)}")
+    theirs = w.call(looker, "pending", "upper", other)
+    require(theirs == {"value": None},
+            f"{TABLE}/{other} has one notification, at {above[1]}, above the transaction's "
             f"start_ts {start}: that write is not in its snapshot, so pending_notification must "
-            f"return None; it {_said(other)}")
+            f"return None; it {said(theirs)}")
 
 
-# -- 5. a write during a run ------------------------------------------------------------------
+# -- 5. later writes, weak notifications ---------------------------------------------------
 
-def _write_during_first_call(world, n):
-    if n == 1:
-        world.during = world.write(world.later_text)
-
-
-@exercise.scenario("a write committed during a run triggers a new run", params=_params)
-def _during(answer, p, ctx):
-    w = World(p, hook=_write_during_first_call)
-    w.later_text, w.during = p["texts"][1], None
-    notify = w.write(p["texts"][0])
-    first = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    pending = outcome(answer.pending_notification, w.c.begin(), w.observer(), w.row)
-    second = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    return {"notify": notify, "during": w.during, "first": first, "pending": pending,
-            "second": second, "calls": w.calls}
-
-
-@exercise.verdict("a write committed during a run triggers a new run")
-def _during_ok(obs, p):
-    during, first, pending, second = _get(obs, "during", "first", "pending", "second")
-    calls = _calls(obs)
-    require(first == {"value": True} and len(calls) >= 1,
-            f"the first run must commit and return True; it {_said(first)}")
-    start = calls[0].get("start_ts")
-    require(pending == {"value": during},
-            f"the run that started at {start} did not see the write committed at {during}, "
-            f"during it: that notification is newer than the acknowledgement {start} (the run's "
-            f"start_ts, not its commit_ts) and must stay pending; pending_notification {_said(pending)}")
-    saw = [c.get("saw") for c in calls[1:]]
-    require(second == {"value": True} and saw == [p["texts"][1]],
-            f"the notification at {during} must run the observer once more, seeing "
-            f"{p['texts'][1]!r}; run_observer {_said(second)}, the observer then saw {saw}")
-
-
-# -- 6. later writes, weak notifications ---------------------------------------------------
-
-@exercise.scenario("a later write and a weak notification each trigger a new run", params=_params)
-def _again(answer, p, ctx):
-    w = World(p)
-    w.write(p["texts"][0])
-    _sweep(w, answer)
-    counts = [len(w.calls)]
-    notify = w.write(p["texts"][1])
-    _sweep(w, answer)
-    counts.append(len(w.calls))
-    weak = w.c.begin()
-    weak.notify(w.row, COLUMN, table=TABLE)
+@exercise.check("a later write and a weak notification each trigger a new run", params=_params)
+def _again(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    r = d.runner()
+    d.write(p["texts"][0])
+    d.sweep(r)
+    counts = [d.calls(r)]
+    notify = d.write(p["texts"][1])
+    d.sweep(r)
+    counts.append(d.calls(r))
+    weak = Transaction(w.cluster, "writer")
+    weak.notify(d.row, COLUMN, table=TABLE)
     weak.commit()
-    _sweep(w, answer)
-    counts.append(len(w.calls))
-    return {"counts": counts, "notify": notify, "weak": weak.commit_ts, "calls": w.calls}
-
-
-@exercise.verdict("a later write and a weak notification each trigger a new run")
-def _again_ok(obs, p):
-    counts, notify, weak = _get(obs, "counts", "notify", "weak")
-    require(isinstance(counts, list) and len(counts) == 3 and all(type(n) is int for n in counts),
-            "malformed observations (counts)")
-    saw = [c.get("saw") for c in _calls(obs)]
+    d.sweep(r)
+    counts.append(d.calls(r))
     require(counts[0] == 1, f"the first write must run the observer once; it ran {_times(counts[0])}")
-    require(counts[1] == 2 and saw[1] == p["texts"][1],
+    require(counts[1] == 2,
             f"a write committed at {notify}, after the first run, is newer than its "
-            f"acknowledgement: it must run the observer once more, seeing {p['texts'][1]!r}; it "
-            f"ran {_times(counts[1] - counts[0])} more")
+            f"acknowledgement: it must run the observer once more; it ran "
+            f"{_times(counts[1] - counts[0])} more")
+    _output(d, p["texts"][1], "after the second run")
     require(counts[2] == 3,
-            f"a weak notification (txn.notify) committed at {weak} sets the notification without "
-            f"a write: it is newer than the last acknowledgement, so the observer must run once "
-            f"more; it ran {_times(counts[2] - counts[1])} more")
+            f"a weak notification (txn.notify) committed at {weak.commit_ts} sets the notification "
+            f"without a write: it is newer than the last acknowledgement, so the observer must "
+            f"run once more; it ran {_times(counts[2] - counts[1])} more")
 
 
-# -- 7. several observers of one column ---------------------------------------------------
+# -- 6. several observers of one column ---------------------------------------------------
 
-@exercise.scenario("each observer of a column runs once, with its own acknowledgement",
-                   params=_params)
-def _two(answer, p, ctx):
-    w = World(p, names=("upper", "shout"))
-    notify = w.write(p["texts"][0])
-    runs = _sweep(w, answer)
-    return {"notify": notify, "runs": runs, "calls": w.calls,
-            "acks": [w.ack("upper"), w.ack("shout")]}
-
-
-@exercise.verdict("each observer of a column runs once, with its own acknowledgement")
-def _two_ok(obs, p):
-    notify, = _get(obs, "notify")
-    ran = sorted(str(c.get("observer")) for c in _calls(obs))
-    require(ran == ["shout", "upper"],
+@exercise.check("each observer of a column runs once, with its own acknowledgement",
+                params=_params)
+def _two(trial, p):
+    w = trial.world()
+    d = Docs(w, p, names=("upper", "shout"))
+    notify = d.write(p["texts"][0])
+    r = d.runner()
+    d.sweep(r)
+    acks = {name: d.acks(name) for name in ("upper", "shout")}
+    require(all(len(a) == 1 for a in acks.values()) and d.calls(r) == 2,
             f"two observers, upper and shout, watch {TABLE}/{COLUMN}: the write committed at "
-            f"{notify} to {TABLE}/{p['row']} must run each of them once (each has its own "
-            f"acknowledgement column); they ran {ran}")
-    acks = _get(obs, "acks")[0]
-    require(isinstance(acks, list) and len(acks) == 2, "malformed observations (acks)")
-    for name, ack in zip(("upper", "shout"), acks):
-        require(len(_committed_acks(ack)) == 1,
-                f"observer {name}'s run must commit its own acknowledgement {COLUMN}:ack_{name}; "
-                f"committed: {_committed_acks(ack)}")
+            f"{notify} to {TABLE}/{p['row']} must run each of them once, each committing its own "
+            f"acknowledgement column; the observers ran {_times(d.calls(r))} in all, committed "
+            f"acknowledgements: {acks}")
+    require(d.output("shout") == p["texts"][0].upper(),
+            f"observer shout must have written {p['texts'][0].upper()!r}; a reader finds "
+            f"{d.output('shout')!r}")
 
 
-# -- 8. registered_ts ------------------------------------------------------------------------
+# -- 7. registered_ts ------------------------------------------------------------------------
 
-def _before_registration(answer, p) -> dict:
-    w = World(p, names=("early",))
-    notify = w.write(p["texts"][0])
-    w.c.observe(TABLE, COLUMN, name="late")(w.observer_fn("late"))
-    late, txn = w.observer("late"), w.c.begin()
-    return {"notify": notify, "registered_ts": late.registered_ts,
-            "late": outcome(answer.pending_notification, txn, late, w.row),
-            "early": outcome(answer.pending_notification, txn, w.observer("early"), w.row),
-            "run": outcome(answer.run_observer, w.c, late, w.row), "calls": w.calls}
-
-
-def _across_registration(answer, p) -> dict:
-    w = World(p, names=())
-    writer = w.c.begin()                                  # began before the observer existed
-    writer.set(w.row, COLUMN, p["texts"][1], table=TABLE)
-    w.c.observe(TABLE, COLUMN, name="late")(w.observer_fn("late"))
-    late = w.observer("late")
-    writer.commit()                                       # ... and commits after
-    return {"notify": writer.commit_ts, "registered_ts": late.registered_ts,
-            "late": outcome(answer.pending_notification, w.c.begin(), late, w.row),
-            "run": outcome(answer.run_observer, w.c, late, w.row), "calls": w.calls}
-
-
-@exercise.scenario("a write committed before the observer was registered does not trigger it",
-                   params=_params)
-def _registered(answer, p, ctx):
-    return {"old": _before_registration(answer, p), "new": _across_registration(answer, p)}
-
-
-@exercise.verdict("a write committed before the observer was registered does not trigger it")
-def _registered_ok(obs, p):
-    old, new = _get(obs, "old", "new")
-    notify, registered, late, early, run = _get(old, "notify", "registered_ts", "late", "early", "run")
+@exercise.check("a write committed before the observer was registered does not trigger it",
+                params=_params)
+def _registered(trial, p):
+    w = trial.world()
+    d = Docs(w, p, names=("early",))
+    notify = d.write(p["texts"][0])
+    _, registered = d.register("late")
+    looker = w.client("looker", d.observers, label="L")
+    early = w.call(looker, "pending", "early", d.row)
     require(early == {"value": notify},
             f"observer early existed when the write committed at {notify}: pending_notification "
-            f"must return {notify} for it; it {_said(early)}")
+            f"must return {notify} for it; it {said(early)}")
     why = (f"observer late was registered at {registered} (registered_ts), after the write "
            f"committed at {notify}: a write from before an observer existed does not trigger it")
-    require(late == {"value": None}, f"{why}; pending_notification must return None, it {_said(late)}")
-    require(run == {"value": False} and not _calls(old),
-            f"{why}; run_observer must return False without running it, it {_said(run)}")
-    notify, registered, late, run = _get(new, "notify", "registered_ts", "late", "run")
-    require(notify == registered, "malformed observations (registered_ts)")
-    why = (f"a write committed at {notify} = late's registered_ts: it committed after the "
-           f"observer was registered (only a notification below registered_ts is older), so it "
-           f"triggers late")
+    late = w.call(looker, "pending", "late", d.row)
+    require(late == {"value": None}, f"{why}; pending_notification must return None, it {said(late)}")
+    r = d.runner()
+    run = w.call(r, "run", "late", d.row)
+    require(run == {"value": False} and d.calls(r) == 0,
+            f"{why}; run_observer must return False without running it, it {said(run)}")
+    _across_registration(trial, p)
+
+
+def _across_registration(trial, p) -> None:
+    w = trial.world()
+    d = Docs(w, p, names=())
+    writer = Transaction(w.cluster, "writer")                # began before the observer existed
+    writer.set(d.row, COLUMN, p["texts"][1], table=TABLE)
+    _, registered = d.register("late")
+    writer.commit()                                          # ... and commits after
+    notify = writer.commit_ts
+    why = (f"a write committed at {notify}, at or after late's registered_ts {registered}: it "
+           f"committed after the observer was registered (only a notification below "
+           f"registered_ts is older), so it triggers late")
+    looker = w.client("looker", d.observers, label="L")
+    late = w.call(looker, "pending", "late", d.row)
     require(late == {"value": notify}, f"{why}; pending_notification must return {notify}, it "
-                                       f"{_said(late)}")
-    require(run == {"value": True} and len(_calls(new)) == 1,
-            f"{why}; run_observer must run it and return True, it {_said(run)}")
+                                       f"{said(late)}")
+    r = d.runner()
+    run = w.call(r, "run", "late", d.row)
+    require(run == {"value": True} and d.calls(r) == 1,
+            f"{why}; run_observer must run it and return True, it {said(run)}")
 
 
-# -- 9. two runs of one notification ------------------------------------------------------
+# -- 8. the acknowledgement is the primary; crash_after reaches the commit ------------------
 
-def _run_b_during_first_call(world, n):
-    if n == 1:
-        world.run_b = outcome(world.answer.run_observer, world.c, world.observer(), world.row)
-
-
-@exercise.scenario("of two runs of one notification, at most one commits", params=_params)
-def _two_runs(answer, p, ctx):
-    w = World(p, hook=_run_b_during_first_call)
-    w.answer, w.run_b = answer, None
-    notify = w.write(p["texts"][0])
-    run_a = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    return {"notify": notify, "a": run_a, "b": w.run_b, "calls": w.calls, "ack": w.ack()}
-
-
-@exercise.verdict("of two runs of one notification, at most one commits")
-def _two_runs_ok(obs, p):
-    notify, run_a, run_b, ack = _get(obs, "notify", "a", "b", "ack")
-    calls, acks = _calls(obs), _committed_acks(ack)
-    require(len(calls) >= 1, f"run A never ran the observer; it {_said(run_a)}")
-    a = calls[0].get("start_ts")
-    require(run_b == {"value": True} and len(calls) >= 2,
-            f"run B of the notification at {notify} began while run A (started at {a}) was still "
-            f"in its observer, with nothing committed (A's acknowledgement commits with its run): "
-            f"B must run the observer and commit; B {_said(run_b)}")
-    b = calls[1].get("start_ts")
-    require(len(acks) == 1,
-            f"runs A ({a}) and B ({b}) of the notification at {notify}: at most one may commit "
-            f"(both write the acknowledgement, so the later committer aborts); committed "
-            f"acknowledgements point at {acks}")
-    require(run_a == {"value": False} and len(calls) == 2,
-            f"run A lost the conflict on the acknowledgement to run B; its retry must find the "
-            f"notification acknowledged (by {b}) and return False without running the observer; "
-            f"A {_said(run_a)}, the observer ran {_times(len(calls))} in all")
-
-
-# -- 10. retry on conflict ---------------------------------------------------------------
-
-def _conflict_during_first_call(world, n):
-    if n == 1:
-        t = world.c.begin()
-        t.set(world.row, "upper", "SET BY ANOTHER CLIENT", table=TABLE)
-        world.conflict = t.commit_ts if t.commit() else None
-
-
-@exercise.scenario("a run that loses a conflict is retried with a new transaction", params=_params)
-def _retry(answer, p, ctx):
-    w = World(p, hook=_conflict_during_first_call)
-    w.conflict = None
-    w.write(p["texts"][0])
-    run = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    return {"conflict": w.conflict, "run": run, "calls": w.calls, "ack": w.ack(),
-            "out": w.read("upper")}
-
-
-@exercise.verdict("a run that loses a conflict is retried with a new transaction")
-def _retry_ok(obs, p):
-    conflict, run, ack = _get(obs, "conflict", "run", "ack")
-    calls = _calls(obs)
-    require(len(calls) >= 1, f"run_observer never ran the observer; it {_said(run)}")
-    first = calls[0].get("start_ts")
-    require(run == {"value": True} and len(calls) == 2,
-            f"the run that started at {first} lost a write-write conflict on {TABLE}/{p['row']}."
-            f"upper (committed by another client at {conflict}): a conflicted transaction is "
-            f"retried after a backoff, as a new transaction, until a run commits; run_observer "
-            f"{_said(run)}, the observer ran {_times(len(calls))}")
-    second = calls[1].get("start_ts")
-    require(isinstance(second, int) and isinstance(conflict, int) and second > conflict,
-            f"the retry must be a new transaction, with a start_ts above the conflicting commit "
-            f"{conflict}; it ran at {second}")
-    require(_committed_acks(ack) == [second],
-            f"the retry that started at {second} committed: the acknowledgement must hold "
-            f"{second}; committed acknowledgements point at {_committed_acks(ack)}")
-    _output(obs, p, p["texts"][0], "after the retry")
-
-
-# -- 11. a crashed run ---------------------------------------------------------------------
-
-def _dead_run(p) -> dict:
-    """A run whose client crashed after its prewrite (built with the public API)."""
-    w = World(p)
-    notify = w.write(p["texts"][0])
-    t = w.c.begin()
-    t.acknowledge(w.observer().ack_cell(w.row))
-    t.set(w.row, "upper", "NEVER COMMITTED", table=TABLE)
-    try:
-        t.commit(crash_after="prewrite")
-    except ClientCrash:
-        pass
-    return w, {"notify": notify, "crashed": t.start_ts}
-
-
-@exercise.scenario("a run that crashed before its commit point is redone", params=_params)
-def _crashed(answer, p, ctx):
-    dead, left = _dead_run(p)
-    left.update(runs=_sweep(dead, answer), ack=dead.ack(), out=dead.read("upper"))
-    mine = World(p)                                       # the student's own run crashes
-    mine.write(p["texts"][0])
-    crash = outcome(answer.run_observer, mine.c, mine.observer(), mine.row, crash_after="prewrite")
-    own = {"crash": crash, "runs": _sweep(mine, answer), "ack": mine.ack(), "out": mine.read("upper")}
-    return {"left": left, "own": own}
-
-
-@exercise.verdict("a run that crashed before its commit point is redone")
-def _crashed_ok(obs, p):
-    left, own = _get(obs, "left", "own")
-    notify, crashed, ack = _get(left, "notify", "crashed", "ack")
-    require(len(_committed_acks(ack)) == 1 and not ack.get("lock"),
-            f"a run that started at {crashed} crashed after its prewrite: a lock on the "
-            f"acknowledgement, no write record, so the notification at {notify} is not "
-            f"acknowledged; clean up the dead lock and run again. Committed acknowledgements: "
-            f"{_committed_acks(ack)}, locks left: {len(ack.get('lock'))}")
-    _output(left, p, p["texts"][0], "after the crashed run was redone")
-    crash, ack = _get(own, "crash", "ack")
-    require(_was_crash(crash),
-            f"run_observer(..., crash_after='prewrite') must pass crash_after to the run's commit, "
-            f"so its client dies after the prewrite (fault injection); it {_said(crash)}")
-    require(len(_committed_acks(ack)) == 1,
-            f"your run crashed after its prewrite, before its commit point: nothing of it is "
-            f"committed, so the notification stays pending and one later run must commit; "
-            f"committed acknowledgements: {_committed_acks(ack)}")
-    _output(own, p, p["texts"][0], "after your crashed run was redone")
-
-
-# -- 12. the acknowledgement is the primary -------------------------------------------------
-
-@exercise.scenario("the acknowledgement is the run's primary", params=_params)
-def _primary(answer, p, ctx):
-    w = World(p)
-    w.write(p["texts"][0])
-    crash = outcome(answer.run_observer, w.c, w.observer(), w.row, crash_after="commit-primary")
-    locks = w.locks()
-    return {"crash": crash, "locks": locks, "runs": _sweep(w, answer), "calls": w.calls,
-            "out": w.read("upper")}
-
-
-@exercise.verdict("the acknowledgement is the run's primary")
-def _primary_ok(obs, p):
-    crash, locks = _get(obs, "crash", "locks")
+@exercise.check("the acknowledgement is the run's primary", params=_params)
+def _primary(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    d.write(p["texts"][0])
+    r = d.runner()
+    crash = w.call(r, "run", "upper", d.row, None, "commit-primary")
     require(_was_crash(crash),
             f"run_observer(..., crash_after='commit-primary') must pass crash_after to the run's "
-            f"commit (fault injection); it {_said(crash)}")
-    ack = f"{TABLE}/{p['row']}.{COLUMN}:ack_upper"
-    require(isinstance(locks, list) and len(locks) == 1 and isinstance(locks[0], list)
-            and len(locks[0]) == 3, f"the run crashed right after its commit point: its one "
-                                    f"secondary must still be locked; locks left: {locks}")
-    column, _, primary = locks[0]
-    require(primary == ack,
+            f"commit (fault injection), so its client dies right after the commit point; it "
+            f"{said(crash)}")
+    ack = ack_col(COLUMN, "upper")
+    first = next((e for e in w.log if e["client"] == r.label and e["did"].startswith("prewrite")),
+                 None)
+    wrote = [col for col, _, _ in first["writes"]] if first else []
+    require(first is not None and first["did"].startswith("prewrite-primary")
+            and lock_col(ack) in wrote,
             f"the run's first write must be its acknowledgement (Transaction.acknowledge before "
             f"the observer runs): it is the primary, so two runs of one notification conflict on "
-            f"their first prewrite. The run's primary was {primary}, its ack a secondary")
-    require(len(_calls(obs)) == 1,
+            f"their first prewrite. The run that started at {r.timestamps[:1]} locked {wrote} "
+            f"in its first prewrite")
+    fresh = d.runner(label="W2")
+    d.sweep(fresh)
+    require(d.calls(r) + d.calls(fresh) == 1 and len(d.acks()) == 1,
             f"the run crashed after its commit point: it committed, so its notification is "
-            f"acknowledged and must not run again; the observer ran {_times(len(_calls(obs)))}")
-    _output(obs, p, p["texts"][0], "after the crash past the commit point (rolled forward)")
+            f"acknowledged and must not run again; the observer ran "
+            f"{_times(d.calls(r) + d.calls(fresh))}")
+    _output(d, p["texts"][0], "after the crash past the commit point (rolled forward)")
 
 
-# -- 13. an observer that fails ------------------------------------------------------------------
+# -- 9. an observer that fails ------------------------------------------------------------------
 
-def _fail_first_call(world, n):
-    if n == 1:
-        raise RuntimeError("the observer failed (disk full)")
-
-
-@exercise.scenario("an observer that raises leaves its notification pending", params=_params)
-def _raises(answer, p, ctx):
-    w = World(p, hook=_fail_first_call)
-    notify = w.write(p["texts"][0])
-    failed = outcome(answer.run_observer, w.c, w.observer(), w.row)
-    state = {"ack": w.ack(), "locks": w.locks()}
-    return {"notify": notify, "failed": failed, "state": state, "runs": _sweep(w, answer),
-            "calls": w.calls, "out": w.read("upper")}
-
-
-@exercise.verdict("an observer that raises leaves its notification pending")
-def _raises_ok(obs, p):
-    notify, failed, state = _get(obs, "notify", "failed", "state")
-    calls = _calls(obs)
-    require(len(calls) >= 1, f"run_observer never called the observer; it {_said(failed)}")
-    start = calls[0].get("start_ts")
+@exercise.check("an observer that raises leaves its notification pending", params=_params)
+def _raises(trial, p):
+    w = trial.world()
+    d = Docs(w, p)
+    notify = d.write(p["texts"][0])
+    r = d.runner(fail_first=True)
+    failed = w.call(r, "run", "upper", d.row)
     require(isinstance(failed, dict) and str(failed.get("raised", "")).startswith("RuntimeError"),
-            f"the observer raised RuntimeError in the run that started at {start}: run_observer "
-            f"must let it propagate (a failed run is not a conflict to retry); it {_said(failed)}")
-    acks, locks = _committed_acks(_get(state, "ack")[0]), _get(state, "locks")[0]
-    require(not acks and not locks,
-            f"the run that started at {start} failed: nothing of it may be written (abandon its "
-            f"transaction), so the notification at {notify} stays unacknowledged; found committed "
-            f"acknowledgements {acks} and locks {locks}")
-    require(len(calls) == 2,
+            f"the observer raised RuntimeError in the run of the notification at {notify}: "
+            f"run_observer must let it propagate (a failed run is not a conflict to retry); it "
+            f"{said(failed)}")
+    require(not d.acks() and not d.locks(),
+            f"the run failed: nothing of it may be written (abandon its transaction), so the "
+            f"notification at {notify} stays unacknowledged; found committed acknowledgements "
+            f"{d.acks()} and locks on {d.locks()}")
+    d.sweep(r)
+    require(d.calls(r) == 2 and len(d.acks()) == 1,
             f"the notification at {notify} stayed pending after the failed run: a later run must "
-            f"run the observer; it ran {_times(len(calls) - 1)} after")
-    _output(obs, p, p["texts"][0], "after the later run")
+            f"run the observer and commit; it ran {_times(d.calls(r) - 1)} after")
+    _output(d, p["texts"][0], "after the later run")
+
+
+# -- 10. every small interleaving, every crash point ---------------------------------------------
+
+def _settled(d, p, w, clients, text, what: str) -> None:
+    """After a family: a fresh worker sweeps; one committed run per notification, output right."""
+    answers = ", ".join(f"{label} {said(c.answer) if c.answer else 'crashed'}"
+                        for label, c in clients.items())
+    fresh = d.runner(label="S")
+    d.sweep(fresh)
+    left = list(w.cluster.bigtable.notifications())
+    require(not left, f"{what} ({answers}), a sweep left notifications pending: {left}")
+    _output(d, text, f"{what} ({answers}) and a sweep")
+    d.clean()
+    require(not d.locks(), f"{what} ({answers}), then a sweep and a reader that cleans up: locks "
+                           f"were left on {d.locks()}")
+
+
+def _one_run_per_notification(d, notifies: list, what: str, answers: str) -> None:
+    """Committed runs: never two for the same notifications (each run covers those below it)."""
+    acks = sorted(d.acks())
+    for a, b in zip(acks, acks[1:]):
+        require(any(a <= n < b for n in notifies),
+                f"{what}: the runs that started at {a} and {b} both committed, with no new "
+                f"notification between them (notifications at {notifies}; {answers}): of two "
+                f"runs of one notification at most one may commit")
+
+
+@exercise.check("every interleaving of two runs of one notification commits exactly one",
+                params=_params, limit=40.0)
+def _race_runs(trial, p):
+    def family(w):
+        d = Docs(w, p)
+        w.docs, w.notifies = d, [d.write(p["texts"][0])]
+        return [Participant("A", "run", (d.observers, "upper", d.row)),
+                Participant("B", "run", (d.observers, "upper", d.row))]
+
+    def judge(w, clients):
+        d = w.docs
+        answers = ", ".join(f"{label} {said(c.answer)}" for label, c in clients.items())
+        _one_run_per_notification(d, w.notifies, "two runs of one notification", answers)
+        require(len(d.acks()) == 1 and sorted(str(c.answer) for c in clients.values())
+                == sorted([str({"value": False}), str({"value": True})]),
+                f"runs A and B of the notification at {w.notifies[0]}: exactly one must commit "
+                f"and return True, the other find it acknowledged and return False ({answers}; "
+                f"committed acknowledgements {d.acks()})")
+        _settled(d, p, w, clients, p["texts"][0], "after two runs of one notification")
+    trial.explore(family, judge, ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every interleaving of a run with a new write to the document runs the observer "
+                "on the newest value", params=_params, limit=40.0)
+def _race_write(trial, p):
+    def family(w):
+        d = Docs(w, p)
+        w.docs, w.notifies = d, [d.write(p["texts"][0])]
+        return [Participant("R", "run", (d.observers, "upper", d.row)),
+                Participant("X", "writer", (d.row, COLUMN, p["texts"][1]), host="trusted")]
+
+    def judge(w, clients):
+        d = w.docs
+        require(clients["R"].answer == {"value": True},
+                f"the notification at {w.notifies[0]} was pending: run_observer must run it and "
+                f"return True; it {said(clients['R'].answer)}")
+        text = p["texts"][1] if clients["X"].answer == {"value": True} else p["texts"][0]
+        _settled(d, p, w, clients, text, "a run raced a new write of the document")
+    trial.explore(family, judge, ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every interleaving of a run with a conflicting writer: the run is retried",
+                params=_params, limit=40.0)
+def _race_conflict(trial, p):
+    def family(w):
+        d = Docs(w, p)
+        w.docs, w.notifies = d, [d.write(p["texts"][0])]
+        return [Participant("R", "run", (d.observers, "upper", d.row)),
+                Participant("X", "writer", (d.row, "upper", "SET BY ANOTHER CLIENT"),
+                            host="trusted")]
+
+    def judge(w, clients):
+        d = w.docs
+        answers = ", ".join(f"{label} {said(c.answer)}" for label, c in clients.items())
+        require(clients["R"].answer == {"value": True} and len(d.acks()) == 1,
+                f"a run of the notification at {w.notifies[0]} raced a writer of {TABLE}/{d.row}"
+                f".upper ({answers}): a run that loses the write-write conflict is retried after a "
+                f"backoff, as a new transaction, until one commits; committed acknowledgements "
+                f"{d.acks()}")
+        require(d.acks()[0] in clients["R"].timestamps and not d.locks(),
+                f"the committed acknowledgement {d.acks()[0]} must be the start_ts of your run's "
+                f"committed transaction; locks left: {d.locks()}")
+    trial.explore(family, judge, ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every crash point of a run: the run is redone, or rolled forward",
+                params=_params, limit=30.0)
+def _race_crash(trial, p):
+    def family(w):
+        d = Docs(w, p)
+        w.docs, w.notifies = d, [d.write(p["texts"][0])]
+        return [Participant("R", "run", (d.observers, "upper", d.row), crashable=True)]
+
+    def judge(w, clients):
+        d = w.docs
+        _settled(d, p, w, clients, p["texts"][0], "a run crashed at one of its steps")
+        require(len(d.acks()) == 1,
+                f"a run crashed at one of its steps, then a fresh worker swept: exactly one run "
+                f"of the notification at {w.notifies[0]} may commit; committed acknowledgements "
+                f"{d.acks()}")
+    trial.explore(family, judge, ttl=FAMILY_TTL, preemptions=0, crashes=1)

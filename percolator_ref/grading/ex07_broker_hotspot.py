@@ -1,4 +1,4 @@
-"""Exercise 7 (challenge): a broker hotspot and a side table, as scenarios + verdicts.
+"""Exercise 7 (challenge): a broker hotspot and a side table, checked by the trusted world.
 
 Every trade adds to its broker's running volume, and a few brokers take many
 trades, so the broker row is a write-write hotspot: concurrent trades of one
@@ -18,28 +18,35 @@ SimpleNamespace(...)``. Layout: table ``brokers``, row ``<broker>``, column
 ``volume``; side table ``broker_updates``, rows ``<broker>/<trade_id>``,
 column ``amount``.
 
-No reference implementation of these functions exists in the package (the
-old battery's lived in this module and is gone), so nothing is hidden; a
-graded function that only delegates is rejected statically. Brokers, trade
-ids, amounts and timestamps come from the per-run secret; one broker's name
-is a prefix of another's (``B4`` and ``B47``).
+The student's functions run in the sandbox as clients of the grader's
+:class:`~.trusted.TrustedWorld`, which holds both tables: every row
+transaction and timestamp is a message, logged by the world. Verdicts read
+the world's record (the cells a reference transaction reads, which client
+touched which row) and compare the clients' answers with it. The last
+checks enumerate every schedule of two aggregations and a trade with at most
+one preemption (a switch away from a client that could go on; switching when
+a client finishes is free, so "A reads, B folds, the trade commits, A
+writes" is in), and every crash point of an aggregation racing a trade: the volume folded
+plus the side rows left must always account for each committed trade once.
+No reference implementation of these functions exists in the package, so
+nothing is hidden; a graded function that only delegates is rejected
+statically. Brokers, trade ids, amounts and timestamps come from the secret;
+one broker's name is a prefix of another's (``B4`` and ``B47``).
 """
 from __future__ import annotations
 
-from percolator_ref import ClientCrash
-from percolator_ref.interceptors import attach
-from percolator_ref.step import Step
+from percolator_ref import Transaction
+from percolator_ref.model import WriteKind, split_column
 
-from .framework import Exercise, outcome, require
-from .framework import observed as _get, said as _said
-from .worlds import new_cluster
+from .framework import Exercise, require, said
+from .trusted import Participant
 
 exercise = Exercise(
     7, "TPC-E broker hotspot: a side table aggregated periodically", answer="answer",
     graded={"record_trade": (), "aggregate": (), "broker_volume": ()})
 
 BROKERS, SIDE = "brokers", "broker_updates"
-READS = (Step.SCAN, Step.GET)
+FAMILY_TTL = 0.004        # a waiting client outlives a silent holder within a few backoffs
 
 
 def _params(rng) -> dict:
@@ -51,322 +58,304 @@ def _params(rng) -> dict:
             "folded": rng.randrange(1000, 10 ** 5), "k": rng.randrange(3, 6)}
 
 
-# -- the market (sandbox side) ----------------------------------------------------------
+# -- roles (run where the client runs) ----------------------------------------------------
 
-class Market:
-    """A cluster with brokers and a side table; watches every row transaction on ``brokers``."""
+@exercise.role("trade")
+def _trade(answer, cluster, broker, trade_id, amount):
+    """One trade in its own transaction: did it commit?"""
+    txn = cluster.begin()
+    answer.record_trade(txn, broker, trade_id, amount)
+    return txn.commit()
 
-    def __init__(self, p):
-        self.c, self.p = new_cluster(p["t0"]), p
-        self.touched, self.watching, self.during = [], False, None
-        attach(self.c.bigtable, self)
 
-    def before(self, rt) -> None:
-        if self.watching and rt.table == BROKERS:
-            self.touched.append(f"{rt.step} {rt.table}/{rt.row}")
+class Trader:
+    """A trade driven step by step (so several can begin before any commits)."""
 
-    def after(self, rt) -> None:
-        if self.during is not None and self.during[0](rt):
-            action, self.during = self.during[1], None
-            action(rt)
+    def __init__(self, answer, cluster):
+        self.answer, self.txn = answer, cluster.begin()
 
-    def seed(self, broker, folded, trades) -> None:
-        """Commit ``brokers/<broker>.volume = folded`` (unless None) and side rows ``trades``."""
-        t = self.c.begin()
-        if folded is not None:
-            t.set(broker, "volume", folded, table=BROKERS)
-        for trade_id, amount in trades:
-            t.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
-        t.commit()
+    def record(self, broker, trade_id, amount):
+        self.answer.record_trade(self.txn, broker, trade_id, amount)
 
-    def trades(self, answer, broker, trades) -> list:
-        """The student's trades, all concurrent: each begins before any commits."""
-        txns = [self.c.begin() for _ in trades]
-        recorded = [outcome(answer.record_trade, t, broker, i, a) for t, (i, a) in zip(txns, trades)]
-        return [r if "raised" in r else outcome(t.commit) for t, r in zip(txns, recorded)]
+    def commit(self):
+        return self.txn.commit()
 
-    def state(self, answer, broker) -> dict:
-        """The committed volume, the side rows, and the student's broker_volume, from a new snapshot."""
-        t = self.c.begin()
+
+@exercise.role("trader")
+def _trader(answer, cluster):
+    return Trader(answer, cluster)
+
+
+@exercise.role("aggregate")
+def _aggregate(answer, cluster, broker):
+    return answer.aggregate(cluster, broker)
+
+
+class Viewer:
+    """A transaction that begins now and asks broker_volume later."""
+
+    def __init__(self, answer, cluster):
+        self.answer, self.txn = answer, cluster.begin()
+
+    def volume(self, broker):
+        return self.answer.broker_volume(self.txn, broker)
+
+
+@exercise.role("viewer")
+def _viewer(answer, cluster):
+    return Viewer(answer, cluster)
+
+
+# -- the market (the world's own record) ------------------------------------------------------
+
+def _seed(w, broker, folded, trades) -> None:
+    """Commit ``brokers/<broker>.volume = folded`` (unless None) and side rows ``trades``."""
+    t = Transaction(w.cluster, "market")
+    if folded is not None:
+        t.set(broker, "volume", folded, table=BROKERS)
+    for trade_id, amount in trades:
+        t.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
+    assert t.commit(), "internal: seeding the market conflicted"
+
+
+def _state(w, broker) -> tuple:
+    """``(volume, sorted side rows [[row, amount]])``, read by a reference transaction."""
+    t = Transaction(w.cluster, "auditor")
+    try:
         rows = t.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-        return {"volume": t.get(broker, "volume", table=BROKERS),
-                "side": sorted([row, v] for row, column, v in rows if column == "amount"),
-                "broker_volume": outcome(answer.broker_volume, self.c.begin(), broker)}
+        return (t.get(broker, "volume", table=BROKERS),
+                sorted([row, v] for row, column, v in rows if column == "amount"))
+    finally:
+        t.abandon()
+
+
+def _volume(w, broker) -> dict:
+    """The student's broker_volume in a new snapshot (an outcome)."""
+    viewer = w.client("viewer", label=f"V{len(w.clients)}")
+    return w.call(viewer, "volume", broker)
 
 
 def _pending(p, first: int, n: int) -> list:
     return [[p["ids"][i], p["amounts"][i]] for i in range(first, first + n)]
 
 
-def _reads_side(rt) -> bool:
-    return rt.table == SIDE and rt.step in READS
-
-
-# -- verdict helpers (grader side) ------------------------------------------------------
-
-
-
 def _total(trades) -> int:
     return sum(amount for _, amount in trades)
 
 
-def _exact(state, broker, folded, pending, when: str) -> None:
-    """The committed state: volume ``folded``, side rows ``pending``, broker_volume the sum."""
-    volume, side, seen = _get(state, "volume", "side", "broker_volume")
+def _exact(w, broker, folded, pending, when: str) -> None:
+    """The store holds volume ``folded`` and side rows ``pending``; broker_volume is the sum."""
+    volume, side = _state(w, broker)
     rows = sorted([f"{broker}/{i}", a] for i, a in pending)
-    total, left = folded + _total(pending), len(side) if isinstance(side, list) else side
+    total = folded + _total(pending)
+    seen = _volume(w, broker)
     require(seen == {"value": total},
             f"{when}: broker_volume({broker!r}) must be {total} ({folded} folded + "
-            f"{_total(pending)} pending); it {_said(seen)}, with volume {volume} and {left} side "
-            f"rows")
+            f"{_total(pending)} pending); it {said(seen)}, with volume {volume} and {len(side)} "
+            f"side rows in the store")
     require(volume == folded and side == rows,
             f"{when}: {BROKERS}/{broker}.volume must be {folded} with {len(rows)} side rows left; "
-            f"found {volume!r} and {left}")
+            f"the store holds {volume!r} and {len(side)}")
+
+
+def _touched(w, c, table: str) -> list:
+    """The row transactions client ``c`` ran on ``table`` (from the world's log)."""
+    return [e["did"] for e in w.log if e["client"] == c.label and f" {table}/" in e["did"]]
+
+
+def _aggregated(w, broker, label="G") -> dict:
+    return w.client("aggregate", broker, label=label).answer
 
 
 # -- 1. trades ----------------------------------------------------------------------------
 
-@exercise.scenario("concurrent trades of one broker all commit, without touching its row",
-                   params=_params)
-def _trades(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], [])
-    m.watching = True
-    commits = m.trades(answer, p["broker"], _pending(p, 0, p["k"]))
-    m.watching = False
-    return {"commits": commits, "touched": m.touched[:5], "state": m.state(answer, p["broker"])}
-
-
-@exercise.verdict("concurrent trades of one broker all commit, without touching its row")
-def _trades_ok(obs, p):
-    commits, touched, state = _get(obs, "commits", "touched", "state")
+@exercise.check("concurrent trades of one broker all commit, without touching its row",
+                params=_params)
+def _trades(trial, p):
+    w = trial.world()
     broker, k = p["broker"], p["k"]
+    _seed(w, broker, p["folded"], [])
+    traders = [w.client("trader", label=f"T{i}") for i in range(k)]
+    for c, (trade_id, amount) in zip(traders, _pending(p, 0, k)):
+        w.call(c, "record", broker, trade_id, amount)
+    commits = [w.call(c, "commit") for c in traders]
+    touched = [did for c in traders for did in _touched(w, c, BROKERS)]
     require(touched == [],
             f"a trade must neither write nor read {BROKERS}/{broker}: that row is the hotspot "
             f"(writing it makes concurrent trades conflict; reading it makes every trade wait on "
             f"an aggregation's lock). Your trades ran: {touched[:3]}")
     require(commits == [{"value": True}] * k,
             f"{k} concurrent trades of {broker} write different side rows, so nothing conflicts "
-            f"and every commit must succeed; the commits gave {[_said(c) for c in commits]}")
-    _exact(state, broker, p["folded"], _pending(p, 0, k),
+            f"and every commit must succeed; the commits gave {[said(c) for c in commits]}")
+    _exact(w, broker, p["folded"], _pending(p, 0, k),
            f"after {k} trades, each a side row {SIDE}/{broker}/<trade_id>.amount")
 
 
 # -- 2. broker_volume ----------------------------------------------------------------------
 
-@exercise.scenario("broker_volume counts folded and pending trades in the snapshot", params=_params)
-def _volume(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    m.seed(p["other"], None, _pending(p, 6, 2))
-    txn = m.c.begin()
-    m.seed(p["broker"], None, _pending(p, 9, 1))           # a trade after txn began
-    return {"old": outcome(answer.broker_volume, txn, p["broker"]),
-            "new": outcome(answer.broker_volume, m.c.begin(), p["broker"]),
-            "fresh": outcome(answer.broker_volume, m.c.begin(), "B0")}
-
-
-@exercise.verdict("broker_volume counts folded and pending trades in the snapshot")
-def _volume_ok(obs, p):
-    old, new, fresh = _get(obs, "old", "new", "fresh")
+@exercise.check("broker_volume counts folded and pending trades in the snapshot", params=_params)
+def _volume_check(trial, p):
+    w = trial.world()
     broker, pending, late = p["broker"], _pending(p, 0, p["k"]), _pending(p, 9, 1)
+    _seed(w, broker, p["folded"], pending)
+    _seed(w, p["other"], None, _pending(p, 6, 2))
+    old = w.client("viewer", label="V1")
+    _seed(w, broker, None, late)                      # a trade after the viewer began
     total = p["folded"] + _total(pending)
-    require(old == {"value": total},
+    seen = w.call(old, "volume", broker)
+    require(seen == {"value": total},
             f"{broker} has volume {p['folded']} folded and {len(pending)} pending side rows worth "
             f"{_total(pending)} in the transaction's snapshot: broker_volume must return {total} "
-            f"(a trade of {late[0][1]} committed after the snapshot does not count); it {_said(old)}")
-    require(new == {"value": total + late[0][1]},
+            f"(a trade of {late[0][1]} committed after the snapshot does not count); it {said(seen)}")
+    seen = _volume(w, broker)
+    require(seen == {"value": total + late[0][1]},
             f"a newer snapshot also sees the trade of {late[0][1]}: broker_volume must return "
-            f"{total + late[0][1]}; it {_said(new)}")
-    require(fresh == {"value": 0},
+            f"{total + late[0][1]}; it {said(seen)}")
+    seen = _volume(w, "B0")
+    require(seen == {"value": 0},
             f"broker B0 has no volume and no side rows: broker_volume must return 0 (a missing "
-            f"volume counts as 0); it {_said(fresh)}")
+            f"volume counts as 0); it {said(seen)}")
 
 
 # -- 3. aggregate -------------------------------------------------------------------------
 
-@exercise.scenario("aggregate folds the broker's side rows into its volume and deletes them",
-                   params=_params)
-def _fold(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    m.seed("B0", None, _pending(p, 6, 2))                  # a broker never folded before
-    return {"folded": outcome(answer.aggregate, m.c, p["broker"]),
-            "state": m.state(answer, p["broker"]),
-            "first": outcome(answer.aggregate, m.c, "B0"), "new": m.state(answer, "B0")}
-
-
-@exercise.verdict("aggregate folds the broker's side rows into its volume and deletes them")
-def _fold_ok(obs, p):
-    folded, state, first, new = _get(obs, "folded", "state", "first", "new")
+@exercise.check("aggregate folds the broker's side rows into its volume and deletes them",
+                params=_params)
+def _fold(trial, p):
+    w = trial.world()
     broker, pending = p["broker"], _pending(p, 0, p["k"])
+    _seed(w, broker, p["folded"], pending)
+    _seed(w, "B0", None, _pending(p, 6, 2))            # a broker never folded before
+    folded = _aggregated(w, broker)
     require(folded == {"value": len(pending)},
             f"{broker} has {len(pending)} side rows: aggregate must fold them and return "
-            f"{len(pending)}, how many it folded; it {_said(folded)}")
-    _exact(state, broker, p["folded"] + _total(pending), [],
+            f"{len(pending)}, how many it folded; it {said(folded)}")
+    _exact(w, broker, p["folded"] + _total(pending), [],
            f"aggregate({broker!r}) folds its {len(pending)} side rows into the volume and "
            f"deletes them")
-    _exact(new, "B0", _total(_pending(p, 6, 2)), [],
+    first = _aggregated(w, "B0")
+    _exact(w, "B0", _total(_pending(p, 6, 2)), [],
            "after aggregating B0, which had no volume yet (a missing volume counts as 0)")
     require(first == {"value": 2}, f"aggregate('B0') folded 2 side rows: it must return 2; "
-                                   f"it {_said(first)}")
+                                   f"it {said(first)}")
 
 
-# -- 4. again -------------------------------------------------------------------------------
-
-@exercise.scenario("aggregating again counts no trade twice", params=_params)
-def _again(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    returns = [outcome(answer.aggregate, m.c, p["broker"]), outcome(answer.aggregate, m.c, p["broker"])]
-    between = m.state(answer, p["broker"])
-    commits = m.trades(answer, p["broker"], _pending(p, 6, 2))
-    returns.append(outcome(answer.aggregate, m.c, p["broker"]))
-    return {"returns": returns, "between": between, "commits": commits,
-            "state": m.state(answer, p["broker"])}
-
-
-@exercise.verdict("aggregating again counts no trade twice")
-def _again_ok(obs, p):
-    returns, between, state = _get(obs, "returns", "between", "state")
+@exercise.check("aggregating again counts no trade twice", params=_params)
+def _again(trial, p):
+    w = trial.world()
     broker, first, more = p["broker"], _pending(p, 0, p["k"]), _pending(p, 6, 2)
-    require(isinstance(returns, list) and len(returns) == 3, "malformed observations (returns)")
-    _exact(between, broker, p["folded"] + _total(first), [],
+    _seed(w, broker, p["folded"], first)
+    _aggregated(w, broker)
+    second = _aggregated(w, broker)
+    _exact(w, broker, p["folded"] + _total(first), [],
            f"after aggregating {broker} twice with nothing new in between")
-    require(returns[1] == {"value": 0},
+    require(second == {"value": 0},
             f"the second aggregate({broker!r}) found no side row left: it must fold nothing and "
-            f"return 0; it {_said(returns[1])}")
-    _exact(state, broker, p["folded"] + _total(first) + _total(more), [],
+            f"return 0; it {said(second)}")
+    for i, (trade_id, amount) in enumerate(more):
+        w.client("trade", broker, trade_id, amount, label=f"T{i}")
+    _aggregated(w, broker)
+    _exact(w, broker, p["folded"] + _total(first) + _total(more), [],
            f"after 2 more trades (worth {_total(more)}) and a third aggregate")
 
 
-# -- 5. a trade during an aggregation ---------------------------------------------------
-
-@exercise.scenario("a trade committed during an aggregation is kept for the next one",
-                   params=_params)
-def _during(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    late = []
-    m.during = (_reads_side, lambda rt: late.extend(m.trades(answer, p["broker"], _pending(p, 9, 1))))
-    folded = outcome(answer.aggregate, m.c, p["broker"])
-    after = m.state(answer, p["broker"])
-    again = outcome(answer.aggregate, m.c, p["broker"])
-    return {"late": late, "folded": folded, "after": after, "again": again,
-            "state": m.state(answer, p["broker"])}
-
-
-@exercise.verdict("a trade committed during an aggregation is kept for the next one")
-def _during_ok(obs, p):
-    late, folded, after, state = _get(obs, "late", "folded", "after", "state")
-    broker, pending, trade = p["broker"], _pending(p, 0, p["k"]), _pending(p, 9, 1)
-    require(late == [{"value": True}],
-            f"aggregate({broker!r}) never read the side table {SIDE} (or the trade made while it "
-            f"ran did not commit: {[_said(x) for x in late]})")
-    require(folded == {"value": len(pending)},
-            f"aggregate's snapshot held {len(pending)} side rows of {broker} (a trade committed "
-            f"after it began is not in it): it must return {len(pending)}; it {_said(folded)}")
-    _exact(after, broker, p["folded"] + _total(pending), trade,
-           f"a trade of {trade[0][1]} committed during aggregate, after its snapshot: that side "
-           f"row is not the aggregation's to fold or delete, it waits for the next one")
-    _exact(state, broker, p["folded"] + _total(pending) + trade[0][1], [],
-           f"the next aggregate must fold the trade of {trade[0][1]}")
-
-
-# -- 6. atomic --------------------------------------------------------------------------------
-
-class CrashAfterCommitPoint:
-    """Interceptor: the first client to pass a commit point while armed dies right after it."""
-
-    def __init__(self, cluster):
-        self.cluster, self.armed, self.client = cluster, False, None
-
-    def after(self, rt) -> None:
-        if self.armed and rt.step == Step.COMMIT_PRIMARY:
-            self.armed, self.client = False, rt.client
-            self.cluster.lockservice.crash(rt.client)
-            raise ClientCrash("commit-primary", 0)
-
-
-@exercise.scenario("the fold and the deletes commit together", params=_params)
-def _atomic(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    crash = CrashAfterCommitPoint(m.c)
-    attach(m.c.bigtable, crash)
-    crash.armed = True
-    run = outcome(answer.aggregate, m.c, p["broker"])
-    crash.armed = False
-    return {"run": run, "crashed": crash.client is not None, "state": m.state(answer, p["broker"])}
-
-
-@exercise.verdict("the fold and the deletes commit together")
-def _atomic_ok(obs, p):
-    run, crashed, state = _get(obs, "run", "crashed", "state")
-    broker, pending = p["broker"], _pending(p, 0, p["k"])
-    require(crashed is True, f"aggregate({broker!r}) never reached a commit point; it {_said(run)}")
-    volume, side, seen = _get(state, "volume", "side", "broker_volume")
-    total = p["folded"] + _total(pending)
-    require(seen == {"value": total} and (volume, side) == (total, []),
-            f"aggregate's client died right after its first commit point (a crash the protocol "
-            f"must survive): the fold and the deletes must be ONE transaction, so readers roll the "
-            f"rest forward. Found volume {volume}, {len(side) if isinstance(side, list) else side} "
-            f"side rows left, broker_volume {seen.get('value') if isinstance(seen, dict) else seen} "
-            f"(must be {total})")
-
-
-# -- 7. other brokers ----------------------------------------------------------------------------
-
-@exercise.scenario("aggregating one broker leaves the others alone", params=_params)
-def _others(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    m.seed(p["other"], 7, _pending(p, 6, 3))
-    run = outcome(answer.aggregate, m.c, p["broker"])
-    return {"run": run, "mine": m.state(answer, p["broker"]), "other": m.state(answer, p["other"])}
-
-
-@exercise.verdict("aggregating one broker leaves the others alone")
-def _others_ok(obs, p):
-    run, mine, other = _get(obs, "run", "mine", "other")
+@exercise.check("aggregating one broker leaves the others alone", params=_params)
+def _others(trial, p):
+    w = trial.world()
     broker, theirs = p["broker"], p["other"]
-    _exact(other, theirs, 7, _pending(p, 6, 3),
+    _seed(w, broker, p["folded"], _pending(p, 0, p["k"]))
+    _seed(w, theirs, 7, _pending(p, 6, 3))
+    _aggregated(w, broker)
+    _exact(w, theirs, 7, _pending(p, 6, 3),
            f"aggregate({broker!r}) may fold only the rows '{broker}/...': {theirs}'s rows "
            f"('{theirs}/...') are not {broker}'s, though the name starts with {broker!r}")
-    _exact(mine, broker, p["folded"] + _total(_pending(p, 0, p["k"])), [],
+    _exact(w, broker, p["folded"] + _total(_pending(p, 0, p["k"])), [],
            f"after aggregate({broker!r}), with {theirs} next to it")
 
 
-# -- 8. two aggregations ------------------------------------------------------------------------
+# -- 4. every small interleaving, every crash point -------------------------------------------
 
-@exercise.scenario("two aggregations at once fold each trade once", params=_params)
-def _two(answer, p, ctx):
-    m = Market(p)
-    m.seed(p["broker"], p["folded"], _pending(p, 0, p["k"]))
-    seen = {}
-
-    def meanwhile(rt):
-        seen["trade"] = m.trades(answer, p["broker"], _pending(p, 9, 1))
-        seen["b"] = outcome(answer.aggregate, m.c, p["broker"])
-    m.during = (_reads_side, meanwhile)
-    run_a = outcome(answer.aggregate, m.c, p["broker"])
-    return {"a": run_a, "b": seen.get("b"), "trade": seen.get("trade"),
-            "state": m.state(answer, p["broker"])}
+def _write_records(w, table: str) -> list:
+    """Every write record of ``table``: ``[Write, ...]``."""
+    return [v for columns in w.cluster.bigtable.dump(table).get(table, {}).values()
+            for physical, found in columns.items() if split_column(physical)[1] == "write"
+            for _, v in found]
 
 
-@exercise.verdict("two aggregations at once fold each trade once")
-def _two_ok(obs, p):
-    run_a, run_b, trade, state = _get(obs, "a", "b", "trade", "state")
-    broker, pending, late = p["broker"], _pending(p, 0, p["k"]), _pending(p, 9, 1)
-    require(trade == [{"value": True}],
-            f"aggregate({broker!r}) never read the side table {SIDE}; it {_said(run_a)}")
-    require(run_b == {"value": len(pending) + 1},
-            f"aggregation B ran while A was reading; it saw {len(pending) + 1} side rows (one a "
-            f"new trade of {late[0][1]}), must fold them all and return {len(pending) + 1}; B "
-            f"{_said(run_b)}")
-    _exact(state, broker, p["folded"] + _total(pending) + late[0][1], [],
-           f"aggregations A and B overlapped and B committed first: A, which read an older "
-           f"snapshot, must conflict on {BROKERS}/{broker} and fold nothing")
-    require(run_a == {"value": 0},
-            f"aggregation A lost the conflict on {BROKERS}/{broker} to B: it folded nothing and "
-            f"must return 0; it {_said(run_a)}")
+def _committed_trades(w, clients, trades) -> list:
+    """The trades whose client's transaction committed (a write record at its start_ts)."""
+    starts = {c.label: c.timestamps[0] for c in clients.values() if c.timestamps}
+    done = {v.start_ts for v in _write_records(w, SIDE)}
+    return [t for label, t in trades.items() if starts.get(label) in done]
+
+
+def _folded_by(w, c) -> int:
+    """How many side rows transactions of client ``c`` deleted and committed."""
+    mine = set(c.timestamps)
+    return sum(1 for v in _write_records(w, SIDE)
+               if v.start_ts in mine and v.kind is WriteKind.DELETE)
+
+
+def _locks_left(w) -> list:
+    return [f"{table}/{row}.{split_column(physical)[0]}"
+            for table, rows in w.cluster.bigtable.dump().items()
+            for row, columns in rows.items() for physical in columns
+            if split_column(physical)[1] == "lock"]
+
+
+def _judge_market(p, seeded: list, trades: dict):
+    """Volume folded + side rows left account for every committed trade exactly once."""
+    def judge(w, clients):
+        broker = p["broker"]
+        volume, side = _state(w, broker)
+        kept = seeded + _committed_trades(w, clients, trades)
+        expected = p["folded"] + _total(kept)
+        rows = {f"{broker}/{i}": a for i, a in kept}
+        answers = ", ".join(f"{label} {said(c.answer) if c.answer else 'crashed'}"
+                            for label, c in clients.items())
+        require(all(rows.get(r) == a for r, a in side),
+                f"side rows left that no committed trade wrote: {side} ({answers})")
+        require((volume or 0) + sum(a for _, a in side) == expected,
+                f"{BROKERS}/{broker}.volume is {volume} with {len(side)} side rows worth "
+                f"{sum(a for _, a in side)} left, but the committed trades total {expected} "
+                f"({p['folded']} folded before, {len(kept)} trades; {answers}): a trade was "
+                f"counted twice or lost")
+        for label, c in clients.items():
+            if label in trades or c.answer is None:
+                continue
+            n = _folded_by(w, c)
+            require(c.answer == {"value": n},
+                    f"aggregation {label} of {broker} (volume {p['folded']} folded before) "
+                    f"{said(c.answer)}, but the transactions of {label} that committed deleted {n} "
+                    f"side rows: aggregate returns how many it folded (0 if it lost its conflict) "
+                    f"({answers})")
+        left = _locks_left(w)
+        require(not left, f"a lock was left behind on {left[:1]} after every client finished "
+                          f"and a reader cleaned up")
+    return judge
+
+
+@exercise.check("every interleaving of two aggregations and a trade counts each trade once",
+                params=_params, limit=40.0)
+def _race(trial, p):
+    broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
+
+    def family(w):
+        _seed(w, broker, p["folded"], seeded)
+        return [Participant("A", "aggregate", (broker,)), Participant("B", "aggregate", (broker,)),
+                Participant("T", "trade", (broker, *late[0]))]
+    trial.explore(family, _judge_market(p, seeded, {"T": late[0]}), ttl=FAMILY_TTL,
+                  preemptions=1, crashes=0)       # three clients: two preemptions run ~3000
+
+
+@exercise.check("every crash point of an aggregation loses no trade and counts none twice",
+                params=_params, limit=30.0)
+def _crash(trial, p):
+    broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
+
+    def family(w):
+        _seed(w, broker, p["folded"], seeded)
+        return [Participant("A", "aggregate", (broker,), crashable=True),
+                Participant("T", "trade", (broker, *late[0]))]
+    trial.explore(family, _judge_market(p, seeded, {"T": late[0]}), ttl=FAMILY_TTL,
+                  preemptions=1, crashes=1)

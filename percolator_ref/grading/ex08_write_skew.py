@@ -1,4 +1,4 @@
-"""Exercise 8 (challenge): write skew under snapshot isolation, as scenarios + verdicts.
+"""Exercise 8 (challenge): write skew under snapshot isolation, checked by the trusted world.
 
 A customer's row holds two balances, ``checking`` and ``savings``; either may
 go negative as long as ``checking + savings >= 0``. Snapshot isolation (the
@@ -10,20 +10,31 @@ bool`` that keeps the constraint by *materialising the conflict*: both
 withdrawals of one customer write a common cell, so the write-write check
 aborts one of them; withdrawals of different customers must not conflict.
 
-There is no reference ``withdraw`` in the package (the old battery's lived
-in this module and is gone), so nothing is hidden; a ``withdraw`` that only
-delegates is rejected statically. Customers, balances, amounts and
-timestamps come from the per-run secret. Every transaction here is a
-reference :class:`~percolator_ref.Transaction`; ``withdraw`` only reads and
-buffers writes in it.
+The student's ``withdraw`` runs in the sandbox, inside a reference
+:class:`~percolator_ref.Transaction` on a proxy cluster: every row
+transaction and timestamp is a message to the grader's
+:class:`~.trusted.TrustedWorld`, which holds the bank. Verdicts read the
+world's own record: the balances a reference transaction reads after every
+client finished, and which transactions left write records (committed); the
+client's answer counts only as what ``withdraw`` returned. The families of
+interleavings are enumerated by :meth:`~.interactive.Trial.explore`: every
+schedule with at most two preemptions of two withdrawals of two different
+amounts, and of two withdrawals after an earlier one of the same customer. No family crashes a withdrawal:
+``withdraw`` only reads and buffers, and a crash after it is the reference
+commit's business (exercises 1-4). Customers, balances, amounts and timestamps come from the secret;
+each withdrawal of a family needs the other account's money (it is larger
+than either balance) and leaves at least 100 of the total, so the same
+schedules decide under every secret.
 """
 from __future__ import annotations
 
-import itertools
+from percolator_ref import Transaction
+from percolator_ref.model import Write, split_column
 
-from .framework import Exercise, outcome, require
-from .framework import observed as _get, said as _said
-from .worlds import new_cluster
+from .framework import Exercise, require, said
+from .trusted import Participant, protocol_invariants
+
+FAMILY_TTL = 0.004        # a waiting withdrawal outlives a silent holder within a few backoffs
 
 exercise = Exercise(8, "write skew: keep checking + savings >= 0 under snapshot isolation",
                     answer="withdraw", graded={"withdraw": ()})
@@ -34,239 +45,274 @@ NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
 
 def _params(rng) -> dict:
     a, b = rng.sample(NAMES, 2)
-    checking, savings = rng.randrange(50, 500), rng.randrange(50, 500)
-    total = checking + savings
+    checking, savings = rng.randrange(300, 900), rng.randrange(300, 900)
+    total, most = checking + savings, max(checking, savings)
+    big = rng.randrange(most + 2, total - 100)        # needs both accounts; leaves >= 100
     return {"t0": rng.randrange(10, 10 ** 6), "customer": f"{a}{rng.randrange(10, 100)}",
             "other": f"{b}{rng.randrange(10, 100)}", "checking": checking, "savings": savings,
-            "big": rng.randrange(total // 2 + 1, total),          # one fits, two do not
-            "small": rng.randrange(1, min(checking, savings))}
+            "big": big, "small": rng.randrange(1, 50)}
 
 
-# -- the bank (sandbox side) -----------------------------------------------------------
+# -- roles (run where the client runs) ---------------------------------------------------
 
-def _bank(p, **customers):
-    """A cluster with ``customer=(checking, savings)`` committed (None: the balance is absent)."""
-    c = new_cluster(p["t0"])
-    t = c.begin()
-    for name, balances in customers.items():
-        for account, value in zip(ACCOUNTS, balances):
-            if value is not None:
-                t.set(p[name], account, value)
-    t.commit()
-    return c
+class Teller:
+    """One withdrawal's transaction, driven step by step: begin, withdraw, commit."""
 
+    def __init__(self, withdraw, cluster):
+        self.withdraw_fn, self.txn = withdraw, cluster.begin()
 
-def _balances(c, customer) -> list:
-    t = c.begin()
-    return [t.get(customer, account) for account in ACCOUNTS]
+    def withdraw(self, customer, account, amount):
+        return self.withdraw_fn(self.txn, customer, account, amount)
+
+    def commit(self):
+        return self.txn.commit()
 
 
-def _withdraw_and_commit(c, withdraw, customer, account, amount) -> dict:
-    t = c.begin()
-    returned = outcome(withdraw, t, customer, account, amount)
-    committed = outcome(t.commit) if "value" in returned else {"value": None}
-    return {"returned": returned, "committed": committed, "commit_ts": t.commit_ts}
+@exercise.role("teller")
+def _teller(withdraw, cluster):
+    return Teller(withdraw, cluster)
 
 
-# -- verdict helpers (grader side) -------------------------------------------------------
+@exercise.role("withdrawal")
+def _withdrawal(withdraw, cluster, customer, account, amount):
+    """One transaction: withdraw, then commit if withdraw returned (what it returned)."""
+    txn = cluster.begin()
+    returned = withdraw(txn, customer, account, amount)
+    txn.commit()
+    return returned
 
 
+# -- the bank (the world's own record) -----------------------------------------------------
 
-def _sum(balances) -> int:
-    require(isinstance(balances, list) and len(balances) == 2 and
-            all(b is None or type(b) is int for b in balances), f"malformed balances {balances!r}")
+def _bank(trial, p, **customers):
+    """A world with ``customer=(checking, savings)`` committed (None: the balance is absent)."""
+    w = trial.world()
+    _open_accounts(w, p, customers)
+    return w
+
+
+def _open_accounts(w, p, customers) -> None:
+    values = {(p[name], account): value for name, balances in customers.items()
+              for account, value in zip(ACCOUNTS, balances) if value is not None}
+    start = w.oracle.peek()
+    w.committed(values, start, start + 1)
+
+
+def _balances(w, customer) -> list:
+    """What a reference transaction reads now (cleaning up what crashed clients left)."""
+    reader = Transaction(w.cluster, "auditor")
+    try:
+        return [reader.get(customer, account) for account in ACCOUNTS]
+    finally:
+        reader.abandon()
+
+
+def _total(balances) -> int:
     return sum(b or 0 for b in balances)
+
+
+def _committed(w, c) -> bool:
+    """Did client ``c``'s transaction commit? (a write record points at its start_ts)"""
+    if not c.timestamps:
+        return False
+    start = c.timestamps[0]
+    for rows in w.cluster.bigtable.dump().values():
+        for columns in rows.values():
+            for physical, found in columns.items():
+                if split_column(physical)[1] == "write" and any(
+                        isinstance(v, Write) and v.start_ts == start for _, v in found):
+                    return True
+    return False
+
+
+def _withdraw_once(w, customer, account, amount):
+    c = w.client("withdrawal", customer, account, amount)
+    return c, c.answer
+
+
+def _ok(result) -> bool:
+    return result == {"value": True}
 
 
 # -- 1. covered withdrawals ---------------------------------------------------------------
 
-@exercise.scenario("a withdrawal the total covers succeeds, down to a total of 0", params=_params)
-def _covered(withdraw, p, ctx):
-    c = _bank(p, customer=(p["checking"], p["savings"]), other=(p["checking"], None))
-    first = _withdraw_and_commit(c, withdraw, p["customer"], "savings", p["savings"] + p["small"])
-    after_first = _balances(c, p["customer"])
-    rest = p["checking"] - p["small"]                       # the whole remaining total
-    last = _withdraw_and_commit(c, withdraw, p["customer"], "checking", rest)
-    missing = _withdraw_and_commit(c, withdraw, p["other"], "savings", p["small"])
-    return {"first": first, "after_first": after_first, "last": last,
-            "after_last": _balances(c, p["customer"]), "missing": missing,
-            "other": _balances(c, p["other"])}
-
-
-@exercise.verdict("a withdrawal the total covers succeeds, down to a total of 0")
-def _covered_ok(obs, p):
-    first, after, last, after_last, missing, other = _get(
-        obs, "first", "after_first", "last", "after_last", "missing", "other")
+@exercise.check("a withdrawal the total covers succeeds, down to a total of 0", params=_params)
+def _covered(trial, p):
+    w = _bank(trial, p, customer=(p["checking"], p["savings"]), other=(p["checking"], None))
     who, ch, sv, small = p["customer"], p["checking"], p["savings"], p["small"]
     amount = sv + small
-    require(first.get("returned") == {"value": True} and first.get("committed") == {"value": True},
+    c, returned = _withdraw_once(w, who, "savings", amount)
+    require(_ok(returned) and _committed(w, c),
             f"{who} has checking {ch} and savings {sv} (total {ch + sv}): withdrawing {amount} from "
             f"savings leaves savings {-small}, which the total covers, so withdraw must return True "
-            f"and the commit succeed; withdraw {_said(first.get('returned'))}")
+            f"and the transaction commit; withdraw {said(returned)}")
+    after = _balances(w, who)
     require(after == [ch, -small],
             f"after withdrawing {amount} from savings, {who}'s balances must be checking {ch}, "
-            f"savings {-small} (only the named account changes); found {after}")
-    require(last.get("returned") == {"value": True} and _sum(after_last) == 0,
+            f"savings {-small} (only the named account changes); the store holds {after}")
+    c, returned = _withdraw_once(w, who, "checking", ch - small)
+    after = _balances(w, who)
+    require(_ok(returned) and _committed(w, c) and _total(after) == 0,
             f"{who} then withdraws {ch - small} from checking, the whole remaining total: the "
-            f"total becomes exactly 0, which is allowed (>= 0); withdraw "
-            f"{_said(last.get('returned'))}, balances {after_last}")
-    require(missing.get("returned") == {"value": True} and other == [ch, -small],
+            f"total becomes exactly 0, which is allowed (>= 0); withdraw {said(returned)}, "
+            f"the store holds {after}")
+    c, returned = _withdraw_once(w, p["other"], "savings", small)
+    other = _balances(w, p["other"])
+    require(_ok(returned) and other == [ch, -small],
             f"{p['other']} has checking {ch} and no savings cell (a missing balance is 0): "
             f"withdrawing {small} from savings must succeed, leaving savings {-small}; withdraw "
-            f"{_said(missing.get('returned'))}, balances {other}")
+            f"{said(returned)}, the store holds {other}")
 
 
 # -- 2. refused withdrawals ------------------------------------------------------------------
 
-@exercise.scenario("an uncovered withdrawal is refused and writes nothing", params=_params)
-def _refused(withdraw, p, ctx):
-    c = _bank(p, customer=(p["checking"], p["savings"]))
-    total = p["checking"] + p["savings"]
-    refused = _withdraw_and_commit(c, withdraw, p["customer"], "checking", total + p["small"])
-    return {"refused": refused, "balances": _balances(c, p["customer"])}
-
-
-@exercise.verdict("an uncovered withdrawal is refused and writes nothing")
-def _refused_ok(obs, p):
-    refused, balances = _get(obs, "refused", "balances")
+@exercise.check("an uncovered withdrawal is refused and writes nothing", params=_params)
+def _refused(trial, p):
+    w = _bank(trial, p, customer=(p["checking"], p["savings"]))
     who, ch, sv = p["customer"], p["checking"], p["savings"]
     amount = ch + sv + p["small"]
-    require(refused.get("returned") == {"value": False},
+    c, returned = _withdraw_once(w, who, "checking", amount)
+    require(returned == {"value": False},
             f"{who} has a total of {ch + sv}: withdrawing {amount} would leave {ch + sv - amount} "
-            f"< 0, so withdraw must return False; it {_said(refused.get('returned'))}")
-    require(refused.get("commit_ts") is None and balances == [ch, sv],
+            f"< 0, so withdraw must return False; it {said(returned)}")
+    balances = _balances(w, who)
+    require(len(c.timestamps) == 1 and balances == [ch, sv],
             f"a refused withdrawal must buffer nothing (check before you write): its transaction "
-            f"then commits as read-only, without a commit timestamp. It committed at "
-            f"{refused.get('commit_ts')}, balances now {balances} (were [{ch}, {sv}])")
+            f"then commits as read-only, without taking a commit timestamp. It took "
+            f"{len(c.timestamps)} timestamps; balances now {balances} (were [{ch}, {sv}])")
 
 
-@exercise.scenario("a refused withdrawal does not make a concurrent one fail", params=_params)
-def _refused_concurrent(withdraw, p, ctx):
-    c = _bank(p, customer=(p["checking"], p["savings"]))
-    no, yes = c.begin(), c.begin()
-    total = p["checking"] + p["savings"]
-    returned = [outcome(withdraw, no, p["customer"], "checking", total + p["small"]),
-                outcome(withdraw, yes, p["customer"], "savings", p["small"])]
-    commits = [outcome(no.commit), outcome(yes.commit)]
-    return {"returned": returned, "commits": commits, "balances": _balances(c, p["customer"])}
-
-
-@exercise.verdict("a refused withdrawal does not make a concurrent one fail")
-def _refused_concurrent_ok(obs, p):
-    returned, commits, balances = _get(obs, "returned", "commits", "balances")
+@exercise.check("a refused withdrawal does not make a concurrent one fail", params=_params)
+def _refused_concurrent(trial, p):
+    w = _bank(trial, p, customer=(p["checking"], p["savings"]))
     who, small, total = p["customer"], p["small"], p["checking"] + p["savings"]
+    no, yes = w.client("teller", label="N"), w.client("teller", label="Y")
+    returned = [w.call(no, "withdraw", who, "checking", total + small),
+                w.call(yes, "withdraw", who, "savings", small)]
     require(returned == [{"value": False}, {"value": True}],
             f"of two concurrent withdrawals from {who} (total {total}), {total + small} from "
             f"checking must be refused and {small} from savings accepted; withdraw "
-            f"{[_said(r) for r in returned]}")
-    require(commits[1] == {"value": True} and balances == [p["checking"], p["savings"] - small],
+            f"{[said(r) for r in returned]}")
+    w.call(no, "commit")
+    w.call(yes, "commit")
+    balances = _balances(w, who)
+    require(_committed(w, yes) and balances == [p["checking"], p["savings"] - small],
             f"the refused withdrawal wrote nothing, so nothing conflicts with the accepted one "
             f"({small} from savings), which must commit even though the refused one committed "
-            f"first; its commit {_said(commits[1])}, balances {balances}")
+            f"first; it {'committed' if _committed(w, yes) else 'did not commit'}, balances "
+            f"{balances}")
 
 
 # -- 3. sequential ------------------------------------------------------------------------------
 
-@exercise.scenario("sequential withdrawals respect the total", params=_params)
-def _sequential(withdraw, p, ctx):
-    c = _bank(p, customer=(p["checking"], p["savings"]))
-    runs = [_withdraw_and_commit(c, withdraw, p["customer"], account, p["big"])
-            for account in ("checking", "savings", "checking")]
-    return {"returned": [r["returned"] for r in runs], "balances": _balances(c, p["customer"])}
-
-
-@exercise.verdict("sequential withdrawals respect the total")
-def _sequential_ok(obs, p):
-    returned, balances = _get(obs, "returned", "balances")
+@exercise.check("sequential withdrawals respect the total", params=_params)
+def _sequential(trial, p):
+    w = _bank(trial, p, customer=(p["checking"], p["savings"]))
     total, big = p["checking"] + p["savings"], p["big"]
+    returned = [_withdraw_once(w, p["customer"], account, big)[1]
+                for account in ("checking", "savings", "checking")]
     require(returned == [{"value": True}, {"value": False}, {"value": False}],
             f"{p['customer']} (total {total}) withdraws {big} from checking, then from savings, "
             f"then from checking, one after the other: only the first fits (then {total - big} "
-            f"is left); withdraw {[_said(r) for r in returned]}")
-    require(_sum(balances) == total - big, f"the total must end at {total - big}; balances {balances}")
+            f"is left); withdraw {[said(r) for r in returned]}")
+    balances = _balances(w, p["customer"])
+    require(_total(balances) == total - big,
+            f"the total must end at {total - big}; the store holds {balances}")
 
 
-# -- 4. write skew ------------------------------------------------------------------------------
+# -- 4. every small interleaving ----------------------------------------------------------------
 
-def _orders():
-    """Every order of A's and B's (begin, withdraw, commit) steps, each in program order."""
-    for slots in itertools.combinations(range(6), 3):
-        yield "".join("A" if i in slots else "B" for i in range(6))
-
-
-def _interleave(withdraw, p, order: str) -> dict:
-    c = _bank(p, customer=(p["checking"], p["savings"]))
-    account, txns, done = {"A": "checking", "B": "savings"}, {}, {"A": 0, "B": 0}
-    returned, committed = {}, {}
-    for who in order:
-        if done[who] == 0:
-            txns[who] = c.begin()
-        elif done[who] == 1:
-            returned[who] = outcome(withdraw, txns[who], p["customer"], account[who], p["big"])
-        else:
-            committed[who] = outcome(txns[who].commit)
-        done[who] += 1
-    return {"order": order, "returned": [returned["A"], returned["B"]],
-            "committed": [committed["A"], committed["B"]], "balances": _balances(c, p["customer"])}
+def _pair(p, amounts=None) -> list:
+    a, b = amounts or (p["big"], p["big"])
+    return [Participant("A", "withdrawal", (p["customer"], "checking", a), crashable=True),
+            Participant("B", "withdrawal", (p["customer"], "savings", b), crashable=True)]
 
 
-@exercise.scenario("every interleaving of two withdrawals keeps the total >= 0", params=_params)
-def _skew(withdraw, p, ctx):
-    return {"runs": [_interleave(withdraw, p, order) for order in _orders()]}
+def _judge_pair(p, amounts, before: int):
+    """Every schedule: the total stays >= 0 and the balances are what the commits wrote."""
+    def judge(w, clients):
+        balances = _balances(w, p["customer"])
+        won = {label: _committed(w, c) for label, c in clients.items()}
+        said_ = ", ".join(f"{label} {said(c.answer) if c.answer else 'crashed'}"
+                          f"{' and committed' if won[label] else ''}"
+                          for label, c in clients.items())
+        require(_total(balances) >= 0,
+                f"A withdraws {amounts[0]} from checking and B {amounts[1]} from savings of "
+                f"{p['customer']} (total {before}): in this schedule the total ends at "
+                f"{_total(balances)} ({said_}): write skew. Make both withdrawals write a common "
+                f"cell, so the write-write check aborts one of them")
+        for label, c in clients.items():
+            require(c.answer in ({"value": True}, {"value": False}),
+                    f"withdraw must return True or False; {label}'s {said(c.answer)}")
+            require(c.timestamps, f"{label}'s withdrawal never began a transaction (it took no "
+                                  f"start timestamp from the oracle)")
+        _alone(w, p, clients, won, amounts, before, said_)
+        taken = sum(amount for amount, label in zip(amounts, "AB") if won[label])
+        require(_total(balances) == before - taken,
+                f"the committed withdrawals took {taken} of {before}, yet the store's total is "
+                f"{_total(balances)} ({said_}): a withdrawal that did not commit changed a "
+                f"balance, or one that committed lost its write")
+        protocol_invariants(w)
+    return judge
 
 
-@exercise.verdict("every interleaving of two withdrawals keeps the total >= 0")
-def _skew_ok(obs, p):
-    runs, = _get(obs, "runs")
-    orders = list(_orders())
-    require(isinstance(runs, list) and [r.get("order") if isinstance(r, dict) else None
-                                        for r in runs] == orders, "malformed observations (runs)")
-    total, big = p["checking"] + p["savings"], p["big"]
-    for run in runs:
-        returned, committed, balances = _get(run, "returned", "committed", "balances")
-        steps = " ".join(f"{w}:{s}" for w, s in zip(run["order"], _step_names(run["order"])))
-        both = all(r == {"value": True} and c == {"value": True} for r, c in zip(returned, committed))
-        require(_sum(balances) >= 0 or not both,
-                f"A withdraws {big} from checking, B {big} from savings (total {total}); in the "
-                f"order {steps} both committed and the total is {_sum(balances)}: write skew. "
-                f"Make both withdrawals write a common cell, so one of them aborts")
-        require(_sum(balances) >= 0,
-                f"in the order {steps} the total of {total} ends at {_sum(balances)}: withdraw "
-                f"{[_said(r) for r in returned]}, and a refused withdrawal must write nothing")
-        wins = sum(r == {"value": True} and c == {"value": True} for r, c in zip(returned, committed))
-        require(wins == 1,
-                f"in the order {steps} exactly one withdrawal of {big} (total {total}) must succeed "
-                f"and commit; withdraw {[_said(r) for r in returned]}, commits "
-                f"{[_said(c) for c in committed]}")
+def _alone(w, p, clients, won, amounts, before, said_) -> None:
+    """In a schedule where one withdrawal ran entirely before the other, the first commits and
+    the second, which no longer fits, is refused (the world's log orders their steps)."""
+    order = [e["client"] for e in w.log if e["client"] in clients]
+    first = order[0] if order else None
+    if not order or order != sorted(order, key=lambda label: label != first):
+        return
+    second = "B" if first == "A" else "A"
+    require(won[first] and clients[second].answer == {"value": False},
+            f"in this schedule {first} ran to its end before {second} began: {first}'s "
+            f"withdrawal of {amounts['AB'.index(first)]} (total {before}) must commit, and "
+            f"{second}'s, which no longer fits, return False ({said_})")
 
 
-def _step_names(order: str) -> list:
-    seen, names = {"A": 0, "B": 0}, []
-    for who in order:
-        names.append(("begin", "withdraw", "commit")[seen[who]])
-        seen[who] += 1
-    return names
+@exercise.check("every interleaving of two withdrawals keeps the total >= 0", params=_params,
+                limit=30.0)
+def _skew(trial, p):
+    amounts = (p["big"], p["big"] - 1)                   # two different amounts, each too big
+
+    def family(w):
+        _open_accounts(w, p, {"customer": (p["checking"], p["savings"])})
+        return _pair(p, amounts)
+    trial.explore(family, _judge_pair(p, amounts, p["checking"] + p["savings"]),
+                  ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every interleaving of two withdrawals after an earlier one keeps the total >= 0",
+                params=_params, limit=30.0)
+def _skew_again(trial, p):
+    small, amounts = p["small"], (p["big"] - p["small"], p["big"] - p["small"])
+
+    def family(w):
+        _open_accounts(w, p, {"customer": (p["checking"], p["savings"])})
+        earlier = w.client("withdrawal", p["customer"], "checking", small, label="E")
+        require(_ok(earlier.answer) and _committed(w, earlier),
+                f"an earlier withdrawal of {small} from {p['customer']}'s checking must succeed "
+                f"and commit; withdraw {said(earlier.answer)}")
+        return _pair(p, amounts)
+    trial.explore(family, _judge_pair(p, amounts, p["checking"] + p["savings"] - small),
+                  ttl=FAMILY_TTL, crashes=0)
 
 
 # -- 5. other customers ---------------------------------------------------------------------------
 
-@exercise.scenario("withdrawals of different customers do not conflict", params=_params)
-def _independent(withdraw, p, ctx):
-    c = _bank(p, customer=(p["checking"], p["savings"]), other=(p["savings"], p["checking"]))
-    mine, theirs = c.begin(), c.begin()
-    returned = [outcome(withdraw, mine, p["customer"], "checking", p["small"]),
-                outcome(withdraw, theirs, p["other"], "savings", p["small"])]
-    commits = [outcome(mine.commit), outcome(theirs.commit)]
-    return {"returned": returned, "commits": commits}
-
-
-@exercise.verdict("withdrawals of different customers do not conflict")
-def _independent_ok(obs, p):
-    returned, commits = _get(obs, "returned", "commits")
+@exercise.check("withdrawals of different customers do not conflict", params=_params)
+def _independent(trial, p):
+    w = _bank(trial, p, customer=(p["checking"], p["savings"]), other=(p["savings"], p["checking"]))
+    mine, theirs = w.client("teller", label="M"), w.client("teller", label="T")
+    returned = [w.call(mine, "withdraw", p["customer"], "checking", p["small"]),
+                w.call(theirs, "withdraw", p["other"], "savings", p["small"])]
     require(returned == [{"value": True}, {"value": True}],
             f"{p['customer']} and {p['other']} each withdraw {p['small']}, well covered: withdraw "
-            f"must return True twice; it {[_said(r) for r in returned]}")
-    require(commits == [{"value": True}, {"value": True}],
+            f"must return True twice; it {[said(r) for r in returned]}")
+    w.call(mine, "commit")
+    w.call(theirs, "commit")
+    require(_committed(w, mine) and _committed(w, theirs),
             f"{p['customer']}'s and {p['other']}'s concurrent withdrawals touch different "
             f"customers' rows: the materialised conflict must be per customer, so both commit; "
-            f"the commits {[_said(c) for c in commits]}")
+            f"committed: {p['customer']} {_committed(w, mine)}, {p['other']} "
+            f"{_committed(w, theirs)}")

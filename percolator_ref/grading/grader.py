@@ -147,8 +147,10 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         return g
     params = spec.params(secrets.randbits(63))
     if spec.interactive:
+        info: dict = {}
         g.checks = grade_interactive(_job(g.exercise, spec, cells, {}, exercises_dir, others),
-                                     spec, params, limits)
+                                     spec, params, limits, info)
+        g.sandbox = info.get("sandbox", "")
         g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
         return g
     report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
@@ -408,7 +410,7 @@ NOT_RUN = "not run: "
 SETUP_SECONDS = 20.0      # the child's start: imports, context cells, answer cells
 
 
-def grade_interactive(job: dict, spec, params: dict, limits: Limits) -> list:
+def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) -> list:
     """Every check of ``spec`` judged by the trusted world against a sandboxed client.
 
     A check that runs past its limit (or breaks the channel) costs only that
@@ -418,6 +420,8 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits) -> list:
     while todo:
         with InteractiveChild(job, spec, limits) as child:
             problem = child.wait_ready()
+            if info is not None and child.sandbox:
+                info["sandbox"] = child.sandbox
             if problem is not None:
                 results.update({c.name: Result(c.name, False, problem[:300]) for c in todo})
                 break
@@ -436,7 +440,7 @@ class InteractiveChild:
         (self.work / "tmp").mkdir(parents=True)
         self.io.mkdir()
         self.job, self.spec, self.limits = job, spec, limits
-        self.proc, self.fds, self.privileges = None, [], {}
+        self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
 
     def __enter__(self):
         down_r, down_w = os.pipe()          # world -> client
@@ -470,10 +474,27 @@ class InteractiveChild:
         except queue.Empty:
             return f"{NOT_RUN}your notebook's cells did not finish within {SETUP_SECONDS:g} s"
         if isinstance(msg, dict) and msg.get("op") == "ready":
+            self.sandbox = str(msg.get("landlock", ""))[:200]
             return None
         if isinstance(msg, dict) and msg.get("op") == "answer_error":
             return f"{NOT_RUN}your answer cell raised {str(msg.get('text'))[:250]}"
-        return f"{NOT_RUN}the grading process of your code stopped before it was ready"
+        return f"{NOT_RUN}{self.exit_reason()}"
+
+    def exit_reason(self) -> str:
+        """Why the child stopped before it was ready (its exit status, as the batch path says)."""
+        try:
+            code = self.proc.wait(timeout=5) if self.proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            why = {"SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed",
+                   "SIGABRT": f"aborted (out of memory? the limit is {self.limits.memory_mb} MB)"}
+            return f"the grading process {why.get(name, 'died of ' + name)} before it was ready"
+        if code is not None:
+            return (f"the grading process exited with status {code} before it was ready "
+                    f"(os._exit or a crash in your code?)")
+        return "the grading process of your code stopped before it was ready"
 
     def __exit__(self, *exc):
         if self.proc is not None:

@@ -418,7 +418,7 @@ def serve_channel(fds, spec, namespace, report) -> None:
         out.send({"op": "answer_error", "text": report["answer_error"]})
         return
     host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
-    out.send({"op": "ready"})
+    out.send({"op": "ready", "landlock": str(report.get("landlock", ""))})
     while True:
         try:
             host.deliver(read_message(fds[0]))

@@ -239,7 +239,13 @@ class TrustedWorld(World):
             return self.listing(c, msg)
         if op == "observed":
             return self.cluster.observers.watches(msg["table"], msg["column"])
+        if op == "disk":
+            return self.disk_call(c, msg)
         return self.lock_service(c, msg["fn"], msg["client"])
+
+    def disk_call(self, c: Client, msg: dict):
+        """A call on the world's disk; this world has none (exercise 5's world does)."""
+        raise Violation(f"{c.label} called a disk, and this world has none")
 
     def listing(self, c: Client, msg: dict) -> list:
         try:

@@ -207,3 +207,152 @@ class Oracle:
         return ts
 ''',
 }
+
+
+# Misconceptions about a crash or a restart. Grading keeps the state file on the grader's own
+# disk and crashes the oracle at each of its disk calls: a background writer the oracle starts
+# is refused there (only the oracle's own calls reach its disk), so that entry is caught by the
+# single-run checks too.
+WRONG.update({
+    "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                text = f.read().strip()
+            mark = int(text) if text else 0          # an empty file: no mark yet
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                with open(self.state_path, "w") as f:     # replace the old mark
+                    f.write(str(self.limit))
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "persists the mark in a background thread (the caller need not wait for the disk)": '''
+import os
+import threading
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def _save(self, mark):
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(mark))
+        os.replace(tmp, self.state_path)
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:      # the disk is slow: save in the background
+                threading.Thread(target=self._save, args=(self.limit,)).start()
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "allocates its first range at start from first_timestamp, not from the mark": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+        self.next = max(first_timestamp, mark)
+        self.limit = first_timestamp + range_size    # allocate the first range right away
+        self._save(self.limit)
+
+    def _save(self, mark):
+        if self.state_path is not None:
+            tmp = self.state_path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(str(mark))
+            os.replace(tmp, self.state_path)
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            self._save(self.limit)
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "moves the old state file aside as a backup before writing the new mark": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                if os.path.exists(self.state_path):     # keep the previous mark, just in case
+                    os.replace(self.state_path, self.state_path + ".bak")
+                with open(self.state_path, "w") as f:
+                    f.write(str(self.limit))
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "reads the mark, then removes the state file so a stale mark cannot linger": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+            os.remove(state_path)                # used up: the next range writes a fresh one
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                tmp = self.state_path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(str(self.limit))
+                os.replace(tmp, self.state_path)
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+})
+
+INTERLEAVING = {
+    # misconceptions that only a crash (or a restart) shows: every single-run check passes them
+    "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)",
+    "allocates its first range at start from first_timestamp, not from the mark",
+    "moves the old state file aside as a backup before writing the new mark",
+    "reads the mark, then removes the state file so a stale mark cannot linger",
+}

@@ -399,3 +399,203 @@ def run_observer(cluster, observer, row, client=None, crash_after=None):
 ''',
         ANSWER),
 }
+WRONG.update({
+    "takes the notification off the table while it runs, and puts it back if the run fails": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    notify = notify_col(observer.column)
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        ts = pending_notification(txn, observer, row)
+        if ts is None:
+            txn.commit()
+            return False
+        cluster.bigtable.erase(observer.table, row, notify, ts)     # mine: others skip it
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+            done = txn.commit(crash_after=crash_after)
+        except BaseException:
+            cluster.bigtable.write(observer.table, row, notify, True, ts)   # put it back
+            raise
+        if done:
+            return True
+        cluster.bigtable.write(observer.table, row, notify, True, ts)       # put it back
+        txn.session.backoff(attempt)
+        attempt += 1
+''',
+        ANSWER),
+})
+
+
+# Misconceptions that show only in an interleaving or a crash: each answer runs every
+# notification exactly once when the runs, the writes and the crashes do not overlap.
+WRONG.update({
+    "checks for the notification in a read-only transaction, then runs the observer in a new one": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        look = cluster.begin(client=client)          # a cheap read-only look first
+        if pending_notification(look, observer, row) is None:
+            look.commit()
+            return False
+        look.commit()
+        txn = cluster.begin(client=client)           # it is pending: do the work
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+''',
+        ANSWER),
+    "after its run commits, erases the notifications up to its commit timestamp": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        if txn.commit(crash_after=crash_after):
+            notify = notify_col(observer.column)     # tidy up: those are handled now
+            for ts, _ in cluster.bigtable.versions(observer.table, row, notify):
+                if ts <= txn.commit_ts:
+                    cluster.bigtable.erase(observer.table, row, notify, ts)
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+''',
+        ANSWER),
+    "retries a lost commit by committing the same transaction again": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    txn = cluster.begin(client=client)
+    if pending_notification(txn, observer, row) is None:
+        txn.commit()
+        return False
+    txn.acknowledge(observer.ack_cell(row))
+    try:
+        observer.fn(txn, row, observer.column)
+    except Exception:
+        txn.abandon()
+        raise
+    for attempt in range(10):                   # the row is busy: back off, try the commit again
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+    return False
+''',
+        ANSWER),
+    "ignores a lock on the acknowledgement (a run that has not committed does not count)": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref.model import notify_col
+from percolator_ref.step import Step
+''',
+        '''
+def pending_notification(txn, observer, row):
+    with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
+        notified = rt.read(notify_col(observer.column), txn.start_ts)
+        acked = txn.snapshot_read(rt, observer.ack_cell(row))
+    # a lock on the ack is a run still in progress: only a committed ack counts
+    if notified is None or notified[0] < observer.registered_ts:
+        return None
+    if acked.value is not None and notified[0] < acked.value:
+        return None
+    return notified[0]
+''',
+        CORRECT_RUN_OBSERVER,
+        ANSWER),
+    "acknowledges with a timestamp taken just before it commits (all work up to now is done)": cell(
+        '''
+from types import SimpleNamespace
+
+from percolator_ref import cleanup
+from percolator_ref.model import WriteKind, notify_col
+from percolator_ref.step import Step
+from percolator_ref.transaction import Mutation
+''',
+        CORRECT_PENDING_NOTIFICATION,
+        '''
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    attempt = 0
+    while True:
+        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+            return False
+        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+        ack = observer.ack_cell(row)                 # done up to now, not just up to start_ts
+        txn.writes[ack] = Mutation(ack, WriteKind.PUT, cluster.oracle.get_timestamp())
+        if txn.commit(crash_after=crash_after):
+            return True
+        txn.session.backoff(attempt)
+        attempt += 1
+''',
+        ANSWER),
+})
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients (or a crash) shows: every check that
+    # runs one client at a time passes them
+    "checks for the notification in a read-only transaction, then runs the observer in a new one",
+    "ignores a lock on the acknowledgement (a run that has not committed does not count)",
+    "acknowledges with a timestamp taken just before it commits (all work up to now is done)",
+    "retries a lost commit by committing the same transaction again",
+    "compares the notification with when the ack was committed, not its value",
+    "gives up when the run's commit conflicts (no retry)",
+    "reads the acknowledgement's data column directly (an uncommitted ack counts)",
+    "retries the observer without checking the notification again",
+}

@@ -257,3 +257,155 @@ def aggregate(cluster, broker):
         CORRECT_BROKER_VOLUME,
         ANSWER),
 }
+
+
+# Misconceptions that show only in an interleaving or a crash: each answer folds every
+# trade exactly once when aggregations, trades and crashes do not overlap.
+WRONG.update({
+    "retries a fold that lost its conflict, with the side rows it had already read": cell(
+        '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    for attempt in range(5):                  # the broker row is busy: try again
+        t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+              + sum(v for _, _, v in pending), table=BROKERS)
+        for row, column, _ in pending:
+            t.delete(row, column, table=SIDE)
+        if t.commit():
+            return len(pending)
+        t.session.backoff(attempt)
+        t = cluster.begin()
+    return 0
+''',
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    "folds in one transaction, then deletes exactly the rows it folded in a second": cell(
+        '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    if not t.commit():                        # a small transaction on the hot row
+        return 0
+    done = cluster.begin()                    # only the rows counted above: a late trade stays
+    for row, column, _ in pending:
+        done.delete(row, column, table=SIDE)
+    done.commit()
+    return len(pending)
+''',
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    "reads the folded volume with a quick transaction of its own, then scans and folds": cell(
+        '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
+def _folded(cluster, broker):
+    return cluster.begin().get(broker, "volume", table=BROKERS) or 0
+
+
+def aggregate(cluster, broker):
+    volume = _folded(cluster, broker)
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
+    return len(pending) if t.commit() else 0
+''',
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+    "counts the pending trades with a fresh transaction (the newest trades count too)": cell(
+        '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
+    return len(pending) if t.commit() else 0
+''',
+        '''
+def broker_volume(txn, broker):
+    folded = txn.get(broker, "volume", table=BROKERS) or 0
+    return folded + sum(v for _, _, v in _pending(txn.cluster.begin(), broker))
+''',
+        ANSWER),
+    "retries a lost fold with a fresh scan, but keeps the volume it read the first time": cell(
+        '''
+from types import SimpleNamespace
+
+SIDE, BROKERS = "broker_updates", "brokers"
+''',
+        CORRECT_RECORD_TRADE,
+        CORRECT_PENDING,
+        '''
+def aggregate(cluster, broker):
+    volume = None
+    for attempt in range(5):
+        t = cluster.begin()
+        if volume is None:                    # only aggregate writes the volume: read it once
+            volume = t.get(broker, "volume", table=BROKERS) or 0
+        pending = _pending(t, broker)
+        if not pending:
+            return 0
+        t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+        for row, column, _ in pending:
+            t.delete(row, column, table=SIDE)
+        if t.commit():
+            return len(pending)
+        t.session.backoff(attempt)
+    return 0
+''',
+        CORRECT_BROKER_VOLUME,
+        ANSWER),
+})
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients (or a crash) shows: every check that
+    # runs one client at a time, or trades in a fixed order, passes them
+    "retries a fold that lost its conflict, with the side rows it had already read",
+    "folds in one transaction, then deletes exactly the rows it folded in a second",
+    "reads the folded volume with a quick transaction of its own, then scans and folds",
+    "retries a lost fold with a fresh scan, but keeps the volume it read the first time",
+    "folds in one transaction, then deletes what a new scan finds",
+    "deletes the side rows first, then adds them up in a second transaction",
+    "reads in one transaction and writes the new volume in another",
+    "returns how many rows it saw even when its commit lost",
+}

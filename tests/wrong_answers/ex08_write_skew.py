@@ -114,3 +114,72 @@ def withdraw(txn, customer, account, amount):
     return True
 ''',
 }
+
+
+# More misconceptions that show only in an interleaving: each withdraw keeps the total >= 0
+# whenever the withdrawals run one after the other.
+WRONG.update({
+    "writes the guard cell only the first time (once it exists, it is there)": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if txn.get(customer, "guard") is None:     # create the guard cell that serialises us
+        txn.set(customer, "guard", txn.start_ts)
+    return True
+''',
+    "names the guard cell after the amount (two equal withdrawals conflict)": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    txn.set(customer, f"guard_{amount}", txn.start_ts)    # the same withdrawal twice: one aborts
+    return True
+''',
+    "materialises the conflict only when the total left would be small": '''
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if mine + theirs - amount < 100:            # plenty left: no other withdrawal can hurt
+        txn.set(customer, other, theirs)
+    return True
+''',
+    "remembers which customers already have a guard cell and writes it only once": '''
+GUARDED = set()          # customers whose guard cell exists already
+
+
+def withdraw(txn, customer, account, amount):
+    other = "savings" if account == "checking" else "checking"
+    mine = txn.get(customer, account) or 0
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    if customer not in GUARDED:
+        txn.set(customer, "guard", txn.start_ts)      # now withdrawals of it conflict
+        GUARDED.add(customer)
+    return True
+''',
+})
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of withdrawals shows: every check of withdrawals
+    # run one at a time (or in a fixed order) passes them
+    "checks the total but writes only its own account (write skew)",
+    "reads a guard cell to 'lock' the customer, but never writes it",
+    "materialises the conflict in a guard cell of the account it withdraws from",
+    "writes the guard cell only the first time (once it exists, it is there)",
+    "names the guard cell after the amount (two equal withdrawals conflict)",
+    "materialises the conflict only when the total left would be small",
+    "remembers which customers already have a guard cell and writes it only once",
+}
