@@ -142,7 +142,6 @@ class ProxyCluster:
         self.clock = ProxyClock(request)
         self.tracer = Tracer()               # the client's own: a session reports its waits there
         self.observers = ProxyObservers(request)
-        self.tracer = Tracer()            # the client's own (its waits); no verdict reads it
 
     @property
     def lock_ttl(self) -> float:
