@@ -6,9 +6,9 @@ from percolator_ref.variants.one_pc import OnePC
 from percolator_ref.workloads import tikv
 
 
-def test_a_one_cell_paper_commit_is_the_papers_four_round_trips_with_its_start():
+def test_a_one_cell_paper_commit_is_two_row_transactions_and_one_timestamp():
     cost = tikv.commit_cost(list, [("a", "v")])
-    # §3.2 counts four round trips per write: oracle, prewrite, oracle, commit
+    # the kit's count (not the paper's): prewrite, commit_ts, commit point; with the start: 4
     assert cost["round trips"] + 1 == 4
     assert (cost["row transactions"], cost["timestamps"]) == (2, 1)
 

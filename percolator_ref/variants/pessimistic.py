@@ -1,7 +1,7 @@
 """Pessimistic locks (TiKV): ``get_for_update`` locks a cell when it is read, and waits.
 
 Under the paper's optimistic protocol, transactions that write a common cell
-conflict only at prewrite, and all but the first committer abort (notebook
+conflict only at prewrite, and all but the first to lock abort (notebook
 01's six transfers: one commits, five abort). TiKV's pessimistic transactions
 lock a key when the statement reads it for update (``AcquirePessimisticLock``,
 TiKV's ``src/storage/txn/commands/acquire_pessimistic_lock.rs`` and
