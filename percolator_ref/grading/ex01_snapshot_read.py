@@ -24,7 +24,8 @@ from percolator_ref.step import Step
 from .framework import Exercise, outcome, require
 from .protocol_world import (TABLE, Once, amounts, locks, returned, said, show,
                              snapshot_fields, timeline, value_at)
-from .trusted import Participant, history_with, judge_history, protocol_invariants, record_intent
+from .trusted import (Participant, history_with, judge_history, protocol_invariants,
+                      writer_role)
 
 exercise = Exercise(
     1, "snapshot read (Get)", answer="SnapshotReadTransaction",
@@ -58,16 +59,7 @@ def _reader_role(Answer, cluster, cells, client=None):
     return [txn.get(row, column) for row, column in cells]
 
 
-@exercise.role("writer")
-def _writer_role(Answer, cluster, values, client=None):
-    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?
-
-    ``client``: the worker it runs in (a name shared with other transactions)."""
-    txn = Answer(cluster, client)
-    for row, column, value in values:
-        txn.set(row, column, value) if value is not None else txn.delete(row, column)
-    record_intent(txn)
-    return txn.commit()
+exercise.role("writer")(writer_role)
 
 
 def _p(*stamps, values=("v0", "v1", "v2")):

@@ -23,7 +23,7 @@ from .framework import Exercise, outcome, require
 from .protocol_world import (TABLE, Once, amounts, is_write, locks, returned, said, show,
                              timeline, value_at)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
-                      record_intent, writer_record)
+                      writer_role, writer_record)
 
 exercise = Exercise(
     2, "prewrite", answer="PrewriteTransaction",
@@ -55,14 +55,7 @@ def _prewrite_all_role(Answer, cluster, writes):
     return [outcome(txn.prewrite, m, mutations[0].cell) for m in mutations]
 
 
-@exercise.role("writer")
-def _writer_role(Answer, cluster, values, client=None):
-    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?"""
-    txn = Answer(cluster, client)
-    for row, column, value in values:
-        txn.set(row, column, value) if value is not None else txn.delete(row, column)
-    record_intent(txn)
-    return txn.commit()
+exercise.role("writer")(writer_role)
 
 
 def _begin(w, ts: int):

@@ -26,7 +26,7 @@ from .framework import Exercise, outcome, plain, require
 from .protocol_world import (TTL, Once, amounts, is_write, locks, returned, said, show,
                              timeline, value_at, versions_in)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
-                      record_intent, writer_record)
+                      writer_role, writer_record)
 
 exercise = Exercise(
     3, "commit: the primary's commit point, then the secondaries", answer="CommitTransaction",
@@ -47,14 +47,7 @@ def _txn(Answer, cluster):
     return Answer(cluster)
 
 
-@exercise.role("writer")
-def _writer_role(Answer, cluster, values, client=None):
-    """One transaction writing ``[[row, column, value or None], ...]``: did it commit?"""
-    txn = Answer(cluster, client)
-    for row, column, value in values:
-        txn.set(row, column, value) if value is not None else txn.delete(row, column)
-    record_intent(txn)
-    return txn.commit()
+exercise.role("writer")(writer_role)
 
 
 @exercise.role("reader")

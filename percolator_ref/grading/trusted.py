@@ -450,6 +450,16 @@ def record_intent(txn) -> None:
         txn.record.writes = [(m.cell, m.kind.name, m.value) for m in txn.writes.values()]
 
 
+def writer_role(Answer, cluster, values, client=None):
+    """The role "writer": one transaction writing ``[[row, column, value or None], ...]``;
+    did it commit? ``client``: the worker it runs in (a name shared with other transactions)."""
+    txn = Answer(cluster, client)
+    for row, column, value in values:
+        txn.set(row, column, value) if value is not None else txn.delete(row, column)
+    record_intent(txn)
+    return txn.commit()
+
+
 def version_of(records, cell, value) -> Optional[int]:
     if value is None:
         return None
