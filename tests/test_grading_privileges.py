@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from percolator_ref import grading
 from percolator_ref.grading import privileges
 from percolator_ref.grading.grader import Limits, grade_all
 from percolator_ref.grading.sandbox import check_write, denied_module, fd_inside
@@ -32,6 +33,7 @@ from grading_helpers import REPO, solution_answer, student_notebook
 
 ROOT = os.geteuid() == 0
 LINUX = sys.platform.startswith("linux")
+N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
 WRONG_ORACLE = '''
 class Oracle:
     def __init__(self, state_path, first_timestamp=1, range_size=1000):
@@ -227,7 +229,7 @@ def test_fd_flag_device_and_alias_attacks_score_zero_and_harm_nothing(arena):
     assert left == []
     assert list(arena["gradetmp"].iterdir()) == []          # nothing immutable stopped cleanup
     for name, g in zip(answers, grades):
-        assert g.total == 8 and g.n_passed == 0, (name, g.summary())
+        assert g.total == N5 and g.n_passed == 0, (name, g.summary())
         assert "private uid" in g.sandbox or not ROOT, g.sandbox
 
 
@@ -417,7 +419,7 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
     assert survivors(str(tmp_path / "gradetmp")) == []
     assert list((tmp_path / "gradetmp").iterdir()) == []
     for name, (passed, total, sandbox, summary) in zip(answers, grades):
-        assert (passed, total) == (0, 8), (name, summary)
+        assert (passed, total) == (0, N5), (name, summary)
         assert "user namespace" in sandbox and "PID namespace" in sandbox or \
             "namespaces unavailable" in sandbox, sandbox
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from percolator_ref import grading
 from percolator_ref.grading.grader import Grade, Limits, gradescope, write_csv
 from percolator_ref.grading.gradescope import build_autograder
 from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
@@ -24,6 +25,7 @@ from percolator_ref.grading.submissions import (escape_text, find_submissions, g
 from grading_helpers import REPO, load_catalogue, pristine_path, solution_answer, student_notebook
 
 LIMITS = Limits(timeout=30)
+N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
 PARTIAL = "writes the mark on every call (no ranges)"      # a wrong answer that passes some checks
 FORGED = '''
 class Oracle:
@@ -98,7 +100,7 @@ def test_a_notebook_for_another_exercise_scores_zero_with_the_reason(tmp_path):
     student_notebook(subs / "carol.ipynb", 1, solution_answer(1))            # solved, but exercise 1
     grades = grade_submissions(subs, REPO / "exercises", LIMITS, only=5)
     [g] = grades
-    assert (g.exercise, g.n_passed, g.total, g.counted) == (5, 0, 8, True)
+    assert (g.exercise, g.n_passed, g.total, g.counted) == (5, 0, N5, True)
     assert g.problems == ["this notebook is exercise 1; this run grades exercise 5 "
                           "(--exercise 5): it scores 0"]
     assert all(not r.passed and "this notebook is exercise 1" in r.reason for r in g.checks)
@@ -112,13 +114,13 @@ def test_the_right_exercise_counts_and_the_other_is_not_run(tmp_path):
     student_notebook(dave / own_name(5), 5, solution_answer(5))
     grades = grade_submissions(tmp_path / "subs", REPO / "exercises", LIMITS, only=5)
     assert [(g.exercise, g.counted, g.n_passed, g.total) for g in grades] == \
-        [(1, False, 0, 0), (5, True, 8, 8)]
-    assert gradescope(grades)["score"] == 8.0
+        [(1, False, 0, 0), (5, True, N5, N5)]
+    assert gradescope(grades)["score"] == N5
     empty = tmp_path / "empty"
     (empty / "erin").mkdir(parents=True)
     student_notebook(empty / "erin" / "notes.ipynb", 1, "x = 1\n")
     [wrong] = grade_submissions(empty, REPO / "exercises", LIMITS, only=5)
-    assert (wrong.exercise, wrong.total, wrong.counted) == (5, 8, True)
+    assert (wrong.exercise, wrong.total, wrong.counted) == (5, N5, True)
 
 
 def test_cli_binds_the_run_to_an_exercise(tmp_path, capsys):
@@ -129,7 +131,7 @@ def test_cli_binds_the_run_to_an_exercise(tmp_path, capsys):
     assert main(["grade", str(subs), "--exercise", "5", "--csv", str(tmp_path / "s.csv")]) == 1
     assert "this notebook is exercise 1; this run grades exercise 5" in capsys.readouterr().out
     [row] = list(csv.DictReader((tmp_path / "s.csv").open()))
-    assert (row["exercise"], row["checks_passed"], row["checks_total"]) == ("5", "0", "8")
+    assert (row["exercise"], row["checks_passed"], row["checks_total"]) == ("5", "0", str(N5))
     assert main(["grade", str(subs), "--exercise", "9"]) == 2
     assert "--exercise must be one of [1, 2" in capsys.readouterr().err
 
@@ -169,7 +171,7 @@ def test_forged_error_text_prints_no_fake_pass_line(tmp_path):
     assert not any(c in summary for c in "\x1b\r\u202e")
     real_pass_lines = [line for line in summary.splitlines() if line.lstrip().startswith("PASS")]
     assert real_pass_lines == []
-    assert summary.splitlines()[-1].startswith("  score: 0/8")
+    assert summary.splitlines()[-1].startswith(f"  score: 0/{N5}")
     rows = rows_of([g], tmp_path)
     raw = (tmp_path / "scores.csv").read_text()
     assert raw.count("\n") == 2 and "\x1b" not in raw                          # header + one row
@@ -193,7 +195,7 @@ def test_a_zip_is_one_submission_and_a_climbing_member_is_refused(tmp_path):
         z.write(nb, "../../escaped.ipynb")
     grades = grade_submissions(subs, REPO / "exercises", LIMITS)
     assert [(g.submission, g.counted, g.n_passed) for g in grades] == \
-        [("frank", True, 8), ("frank", False, 0), ("grace", True, 0)]
+        [("frank", True, N5), ("frank", False, 0), ("grace", True, 0)]
     assert grades[0].path == f"{subs / 'frank.zip'}!/frank/{own_name(5)}"
     assert "refused member '../../escaped.ipynb'" in grades[2].problems[0]
     assert not (tmp_path / "escaped.ipynb").exists() and not (subs.parent.parent / "escaped.ipynb").exists()
@@ -249,20 +251,20 @@ def test_the_autograder_grades_right_wrong_copies_and_wrong_exercise(autograder,
     partial = load_catalogue(5)[PARTIAL]
     right = run_autograder(autograder, tmp_path / "right", {
         own_name(5): lambda p: student_notebook(p, 5, solution_answer(5))})
-    assert right["score"] == 8.0 and len(right["tests"]) == 8
+    assert right["score"] == N5 and len(right["tests"]) == N5
     assert all(t["status"] == "passed" for t in right["tests"])
     wrong = run_autograder(autograder, tmp_path / "wrong", {
         own_name(5): lambda p: student_notebook(p, 5, partial)})
-    assert wrong["score"] == partial_grade.n_passed < 8
+    assert wrong["score"] == partial_grade.n_passed < N5
     copies = run_autograder(autograder, tmp_path / "copies", {
         own_name(5): lambda p: student_notebook(p, 5, partial),
         "copy of it.ipynb": lambda p: student_notebook(p, 5, partial)})
-    assert copies["score"] == partial_grade.n_passed                        # 6 of 8, never 12
-    assert sum(t["max_score"] for t in copies["tests"]) == 8
+    assert copies["score"] == partial_grade.n_passed                        # a part of N5, never twice it
+    assert sum(t["max_score"] for t in copies["tests"]) == N5
     assert any("only one notebook per exercise counts" in t["output"] for t in copies["tests"])
     other = run_autograder(autograder, tmp_path / "other", {
         own_name(1): lambda p: student_notebook(p, 1, solution_answer(1))})
-    assert other["score"] == 0.0 and sum(t["max_score"] for t in other["tests"]) == 8
+    assert other["score"] == 0.0 and sum(t["max_score"] for t in other["tests"]) == N5
     assert "this notebook is exercise 1; this run grades exercise 5" in other["tests"][0]["output"]
 
 

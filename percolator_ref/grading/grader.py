@@ -474,7 +474,7 @@ class InteractiveChild:
         except queue.Empty:
             return f"{NOT_RUN}your notebook's cells did not finish within {SETUP_SECONDS:g} s"
         if isinstance(msg, dict) and msg.get("op") == "ready":
-            self.sandbox = str(msg.get("landlock", ""))[:200]
+            self.sandbox = str(msg.get("landlock", ""))[:1000]
             return None
         if isinstance(msg, dict) and msg.get("op") == "answer_error":
             return f"{NOT_RUN}your answer cell raised {str(msg.get('text'))[:250]}"

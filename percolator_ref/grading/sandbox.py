@@ -418,7 +418,8 @@ def serve_channel(fds, spec, namespace, report) -> None:
         out.send({"op": "answer_error", "text": report["answer_error"]})
         return
     host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
-    out.send({"op": "ready", "landlock": str(report.get("landlock", ""))})
+    layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
+    out.send({"op": "ready", "landlock": layers})
     while True:
         try:
             host.deliver(read_message(fds[0]))
