@@ -183,6 +183,42 @@ class SnapshotReadTransaction(Transaction):
         data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
         return SnapshotRead(version=commit_ts, value=data[1])
 ''',
+    "reads past a dead holder's primary lock (thinks it can never commit now)": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        # a dead client's PRIMARY lock: it died before its commit point and can never
+        # commit now, so there is nothing to wait for: read the committed version under it
+        if lock is not None and not (lock[1].is_primary
+                                     and not self.session.is_alive(lock[1].client)):
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
+    "reads past a live holder's secondary lock (only the primary lock decides)": HEADER + '''
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        # the primary lock decides the transaction: a live holder will settle its own
+        # secondaries, so only a primary lock (or a dead holder's lock) makes me wait
+        if lock is not None and (lock[1].is_primary
+                                 or not self.session.is_alive(lock[1].client)):
+            return SnapshotRead(lock=lock[1])
+        latest = rt.read(write_col(cell.column), self.start_ts)
+        if latest is None:
+            return SnapshotRead()
+        commit_ts, write = latest
+        if write.kind is WriteKind.DELETE:
+            return SnapshotRead(version=commit_ts)
+        data = rt.read(data_col(cell.column), write.start_ts, write.start_ts)
+        return SnapshotRead(version=commit_ts, value=data[1])
+''',
 }
 
 INTERLEAVING = {
@@ -190,4 +226,6 @@ INTERLEAVING = {
     # every single-client check passes them
     "reads past a lock its own client holds (its own pending write)",
     "lets only a pending put block the read, not a pending delete",
+    "reads past a dead holder's primary lock (thinks it can never commit now)",
+    "reads past a live holder's secondary lock (only the primary lock decides)",
 }
