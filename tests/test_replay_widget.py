@@ -70,3 +70,16 @@ def test_the_cells_it_changed_are_marked_as_the_stepper_marks_them(failing):
     assert marked, "no row transaction step wrote anything"
     text = repr(marked[0].table)
     assert "*" in text and "written by this step" in text
+
+
+def test_the_notebooks_demo_cell_shows_it_and_never_runs_in_grading():
+    import nbformat
+    from percolator_ref.grading.answers import plan
+    from grading_helpers import pristine_path
+    pristine = nbformat.read(pristine_path(1), as_version=4)
+    demo = [c for c in pristine.cells if "demo" in c.metadata.get("tags", [])]
+    assert len(demo) == 1 and "grading.replay(demo).widget()" in demo[0].source
+    assert demo[0].outputs[-1]["data"]["text/plain"].startswith("StepperWidget(frame 0 of ")
+    cells, problems = plan(pristine, pristine, 1)
+    assert problems == [] and all(c.id != demo[0].id for c in cells)
+    assert cells and not any("PastOwnLock" in c.source for c in cells)
