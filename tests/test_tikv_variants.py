@@ -58,11 +58,6 @@ def test_hermitage_scenarios_pass(make_cluster, backend, scenario, variants):
 @pytest.mark.parametrize("variants", VARIANTS)
 @pytest.mark.parametrize("backend", ["memory"], indirect=True)
 def test_the_bank_with_crashes_keeps_its_invariants(make_cluster, variants):
-    if variants == "async-commit+rollback-records":
-        # KNOWN BUG, open (issue 23): seen once in CI, the checker rejected this combination's
-        # threaded history (bad_totals 0, violations 0, history_ok False); not yet reproduced
-        pytest.xfail("async commit + rollback records under threads: an SI-checker rejection "
-                     "seen once in CI, under investigation")
     cluster = make_cluster(lock_ttl=0.05, variants=VARIANTS[variants]())
     result = run_bank(cluster, threads=3, transfers=60, crash_rate=0.3, seed=7)
     assert result.ok, result

@@ -144,6 +144,58 @@ def test_a_missing_secondary_rolls_the_transaction_back_and_its_late_prewrite_is
     assert cluster.check_history().ok
 
 
+class Before:
+    """On one session: run ``action()`` once, just before its first ``step``."""
+
+    def __init__(self, step, action):
+        self.step, self.action, self.done = step, action, False
+
+    def before(self, rt):
+        if rt.step is self.step and not self.done:
+            self.done = True
+            self.action()
+
+
+def two_commits_after_one_read(cluster):
+    """W1 (a, b) and W2 (c, d) have both taken their lower-bound timestamp when R begins
+    and reads e; then W2 and W1 prewrite: both find max_ts = R's start_ts."""
+    t = cluster.begin()
+    for row in "abcde":
+        t.set(row, "v", 0)
+    assert t.commit()
+    w1, w2 = cluster.begin(), cluster.begin()
+    w1.set("a", "v", 1)
+    w1.set("b", "v", 1)
+    w2.set("c", "v", 2)
+    w2.set("d", "v", 2)
+    readers = []
+
+    def read_e():
+        readers.append(cluster.begin())
+        assert readers[0].get("e", "v") == 0
+
+    with attach(w1.session, Before(Step.PREWRITE_PRIMARY, w2.commit)):
+        with attach(w2.session, Before(Step.PREWRITE_PRIMARY, read_e)):
+            assert w1.commit()
+    return w1, w2, readers[0]
+
+
+def test_two_async_commits_after_one_read_share_a_commit_ts_and_keep_snapshot_isolation():
+    """The bank's "timestamp order" failure (issue 23), stepped: commit_ts = max_ts + 1
+    is not unique, and that is allowed for writers of disjoint cells."""
+    cluster = memory([AsyncCommit()])
+    w1, w2, r = two_commits_after_one_read(cluster)
+    assert w2.status == "committed"
+    assert w1.commit_ts == w2.commit_ts == r.start_ts + 1     # the tie
+    assert [r.get(row, "v") for row in "abcd"] == [0, 0, 0, 0]     # neither, in R's snapshot
+    assert r.commit()
+    later = cluster.begin()
+    assert [later.get(row, "v") for row in "abcd"] == [1, 1, 2, 2]     # both, after
+    assert later.commit()
+    report = cluster.check_history()
+    assert report.ok, report
+
+
 def test_async_commit_refuses_the_redis_store(redis_url):
     with pytest.raises(ValueError, match="in-memory store"):
         Cluster(backend=redis_url, variants=[AsyncCommit()])

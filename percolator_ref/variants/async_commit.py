@@ -48,7 +48,11 @@ design notes discuss these collisions
 (``design/async-commit/globally-non-unique-timestamps.md``). The kit avoids
 them: an async-commit cluster's timestamp source hands out twice the oracle's
 timestamps (:class:`EvenTimestamps`), so every start_ts is even and every
-computed commit_ts odd.
+computed commit_ts odd. Two transactions that prewrite after the same read
+can get the same commit_ts; the same design note allows it ("It is possible
+two transactions have the same ``commit_ts`` ... This is fine as long as the
+two transactions don't meet"), and so does the snapshot-isolation checker for
+writers of disjoint cells (writers of one cell meet at its lock).
 On the Redis store, reads take no
 row lease and several processes share the data, so the variant refuses it.
 A transaction that sets notifications (observed columns, ``notify``) runs the
