@@ -9,6 +9,8 @@ transaction resolved by checking every secondary, committed or rolled back.
 """
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from percolator_ref import ClientCrash, Cluster, ManualClock
@@ -194,6 +196,58 @@ def test_two_async_commits_after_one_read_share_a_commit_ts_and_keep_snapshot_is
     assert later.commit()
     report = cluster.check_history()
     assert report.ok, report
+
+
+class ScanListsRowsThenWaits:
+    """On R's session: before the first row of its scan (its rows are listed), let W go
+    on, and wait until W has committed."""
+
+    def __init__(self, listed, committed):
+        self.listed, self.committed = listed, committed
+
+    def before(self, rt):
+        if rt.step is Step.SCAN and not self.listed.is_set():
+            self.listed.set()
+            assert self.committed.wait(10)
+
+
+def scan_around_an_insert(cluster):
+    """W inserts row n; R begins after W took its lower-bound timestamp, lists the rows
+    (a only), and reads them after W's commit. Two threads, in a fixed order (events)."""
+    t = cluster.begin()
+    t.set("a", "v", 0)
+    assert t.commit()
+    w = cluster.begin()
+    w.set("n", "v", 1)
+    listed, committed, seen = threading.Event(), threading.Event(), {}
+
+    def reader():
+        seen["r"] = r = cluster.begin()
+        with attach(r.session, ScanListsRowsThenWaits(listed, committed)):
+            seen["scan"] = r.scan()
+        assert r.commit()
+
+    thread = threading.Thread(target=reader)
+    start_reader = Before(Step.PREWRITE_PRIMARY, lambda: thread.start() or listed.wait(10))
+    with attach(w.session, start_reader):
+        assert w.commit()
+    committed.set()
+    thread.join(10)
+    assert not thread.is_alive() and listed.is_set()
+    return w, seen["r"], seen["scan"]
+
+
+def test_a_scan_raises_max_ts_before_it_lists_its_rows():
+    """Without it, a row inserted between the listing and the first row read commits
+    below the scan's start_ts, and the scan misses it (a phantom)."""
+    w, r, scan = scan_around_an_insert(memory([AsyncCommit()]))
+    assert w.commit_ts > r.start_ts                  # after R's snapshot ...
+    assert scan == [("a", "v", 0)]                   # ... so R rightly does not see n
+
+
+def test_without_max_ts_a_scan_misses_a_row_committed_before_its_start():
+    w, r, scan = scan_around_an_insert(memory([AsyncCommitWithoutMaxTs()]))
+    assert w.commit_ts < r.start_ts and scan == [("a", "v", 0)]     # n is missing
 
 
 def test_async_commit_refuses_the_redis_store(redis_url):
