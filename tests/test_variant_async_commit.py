@@ -13,9 +13,11 @@ import threading
 
 import pytest
 
-from percolator_ref import ClientCrash, Cluster, ManualClock
+from percolator_ref import ClientCrash, Cluster, ManualClock, StoreUnavailable
 from percolator_ref.interceptors import attach
 from percolator_ref.step import Step
+from percolator_ref.stores import url_with
+from percolator_ref.stores.redis_max_ts import RedisMaxTs
 from percolator_ref.variants.async_commit import (CHECK_SECONDARY, AsyncCommit,
                                                   AsyncCommitWithoutMaxTs, max_ts_of)
 from percolator_ref.variants.locks import TiKVLock
@@ -48,9 +50,9 @@ class ReaderStartsInsideTheCommit:
             self.seen_a = self.reader.get("a", "v")
 
 
-def fractured_read(variant):
+def fractured_read(make_cluster, variant):
     """W commits a and b; R begins inside W's commit and reads a, then b after W's commit."""
-    cluster = memory([variant])
+    cluster = make_cluster(lock_ttl=1.0, variants=[variant])
     setup(cluster)
     w = cluster.begin()
     w.set("a", "v", 1)
@@ -64,15 +66,15 @@ def fractured_read(variant):
     return cluster, w, r, (inside.seen_a, seen_b)
 
 
-def test_without_max_ts_a_reader_sees_half_of_an_async_commit():
-    cluster, w, r, seen = fractured_read(AsyncCommitWithoutMaxTs())
+def test_without_max_ts_a_reader_sees_half_of_an_async_commit(make_cluster):
+    cluster, w, r, seen = fractured_read(make_cluster, AsyncCommitWithoutMaxTs())
     assert w.commit_ts <= r.start_ts            # committed "before" the reader's snapshot...
     assert seen == (0, 1)                        # ... but the reader read a before it wrote
     assert not cluster.check_history().ok
 
 
-def test_with_max_ts_the_commit_lands_after_the_readers_snapshot():
-    cluster, w, r, seen = fractured_read(AsyncCommit())
+def test_with_max_ts_the_commit_lands_after_the_readers_snapshot(make_cluster):
+    cluster, w, r, seen = fractured_read(make_cluster, AsyncCommit())
     assert w.commit_ts > r.start_ts and seen == (0, 0)
     assert max_ts_of(cluster.bigtable).value >= r.start_ts
     assert cluster.check_history().ok
@@ -250,9 +252,61 @@ def test_without_max_ts_a_scan_misses_a_row_committed_before_its_start():
     assert w.commit_ts < r.start_ts and scan == [("a", "v", 0)]     # n is missing
 
 
-def test_async_commit_refuses_the_redis_store(redis_url):
-    with pytest.raises(ValueError, match="in-memory store"):
-        Cluster(backend=redis_url, variants=[AsyncCommit()])
+def test_on_redis_max_ts_lives_on_the_server(redis_url):
+    """Two clusters on one Redis server (two processes' clients): a read by one raises the
+    max_ts that the other's prewrite sees (stores/redis_max_ts.py)."""
+    writers = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()])
+    readers = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()])
+    setup(writers)
+    w = writers.begin()
+    w.set("a", "v", 1)
+    w.set("b", "v", 1)
+    inside = ReaderStartsInsideTheCommit(readers)
+    with attach(w.session, inside):
+        assert w.commit()
+    r = inside.reader
+    assert max_ts_of(writers.bigtable).value >= r.start_ts
+    assert w.commit_ts > r.start_ts
+    assert (inside.seen_a, r.get("b", "v")) == (0, 0)        # neither half of W
+    assert r.commit() and writers.check_history().ok
+
+
+def test_on_redis_a_read_waits_out_another_clients_row_lease(redis_url):
+    """A prewrite reads max_ts while it holds the row's lease: with async commit, a read
+    of that row waits until the lease is gone (a plain store's read does not)."""
+    writers = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()])
+    setup(writers)
+    impatient = url_with(redis_url, lease_ms=50)                 # waits at most 150 ms
+    readers = Cluster(clock=ManualClock(), backend=impatient, variants=[AsyncCommit()])
+    plain = Cluster(clock=ManualClock(), backend=impatient)
+    with writers.bigtable.row_transaction("default", "a", step=Step.PREWRITE_PRIMARY) as rt:
+        rt.read("v:lock")                                         # holds a's lease
+        with plain.bigtable.row_transaction("default", "a", step=Step.GET) as read:
+            assert read.read("v:write") is not None               # no wait on a plain store
+        with pytest.raises(StoreUnavailable, match="lease"):
+            readers.begin().get("a", "v")
+    assert readers.begin().get("a", "v") == 0                    # the lease is gone
+
+
+def test_on_redis_a_prewrite_reads_max_ts_while_it_holds_the_row_lease(redis_url, monkeypatch):
+    """The other half of the ordering: the prewrite takes its row (the lease) before it
+    reads max_ts, so no read of that row falls between the max_ts read and the lock."""
+    cluster = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()])
+    setup(cluster)
+    store, leased = cluster.bigtable, []
+    read_value = RedisMaxTs.value.fget
+
+    def value(max_ts):
+        leased.append([row for row in "ab"
+                       if store.redis.get(store.row_keys("default", row)[2]) is not None])
+        return read_value(max_ts)
+
+    monkeypatch.setattr(RedisMaxTs, "value", property(value))
+    t = cluster.begin()
+    t.set("a", "v", 1)
+    t.set("b", "v", 1)
+    assert t.commit()
+    assert leased == [["a"], ["b"]]          # each prewrite's max_ts read, under its row's lease
 
 
 def test_async_commit_refuses_to_compose_with_the_lock_ttl():
