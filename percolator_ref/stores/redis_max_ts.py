@@ -22,8 +22,10 @@ lock). TiKV orders the same two events with its in-memory lock table.
 """
 from __future__ import annotations
 
+from ..model import MAX_TIMESTAMP
 from .raw import check_ts
-from .redis_store import ts_text
+
+DIGITS = len(str(MAX_TIMESTAMP))      # fixed-width text: string order is numeric order
 
 _RAISE = """
 -- KEYS: max_ts.  ARGV: a start_ts as 19-digit text.  Raise, never lower.
@@ -56,7 +58,7 @@ class RedisMaxTs:
         if ts <= self.raised:
             return
         self.store.call_durably(self.key, lambda client: self.raise_script(
-            keys=[self.key], args=[ts_text(ts)], client=client))
+            keys=[self.key], args=[f"{ts:0{DIGITS}d}"], client=client))
         self.raised = max(self.raised, ts)
 
     @property
