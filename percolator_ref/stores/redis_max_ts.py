@@ -3,10 +3,13 @@
 Async commit computes a lock's ``min_commit_ts`` from ``max_ts``, "the largest
 ``start_ts`` for any transactional read operation" of the store
 (``design/async-commit/initial-design.md`` in ``tikv/sig-transaction``). TiKV
-keeps it in each TiKV server's memory, beside the data it guards
-(``components/concurrency_manager``: ``ConcurrencyManager::update_max_ts``,
-read by ``async_commit_timestamps`` in ``src/storage/txn/actions/prewrite.rs``),
-so that every client of that server sees one value. On the Redis store the
+keeps it in each TiKV server's memory, beside the data it guards: its
+``ConcurrencyManager`` (``components/concurrency_manager/src/lib.rs``,
+``update_max_ts``; "The concurrency manager contains a lock table in memory.
+Lock information can be stored in it and reading requests can check if these
+locks block the read"), read by ``async_commit_timestamps`` in
+``src/storage/txn/actions/prewrite.rs``; every client of that server sees one
+value. On the Redis store the
 clients are separate processes, so ``max_ts`` lives on the server too: the key
 ``P:{max_ts}`` holds it as 19-digit text (compared as text, exact up to
 ``MAX_TIMESTAMP``; never a Lua double), raised by one script that never lowers
