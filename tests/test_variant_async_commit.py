@@ -271,6 +271,19 @@ def test_on_redis_max_ts_lives_on_the_server(redis_url):
     assert r.commit() and writers.check_history().ok
 
 
+def test_on_redis_max_ts_only_rises_and_stays_exact(redis_url):
+    store = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()]).bigtable
+    max_ts = max_ts_of(store)
+    assert isinstance(max_ts, RedisMaxTs) and max_ts.value == 0
+    max_ts.update(10)
+    max_ts.update(4)
+    assert max_ts.value == 10
+    max_ts.update(2 ** 62 + 1)                   # past 2**53: compared as text, never a double
+    assert max_ts.value == 2 ** 62 + 1
+    with pytest.raises(TypeError, match="ts"):
+        max_ts.update("11")
+
+
 def test_on_redis_a_read_waits_out_another_clients_row_lease(redis_url):
     """A prewrite reads max_ts while it holds the row's lease: with async commit, a read
     of that row waits until the lease is gone (a plain store's read does not)."""

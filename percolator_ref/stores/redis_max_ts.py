@@ -41,9 +41,8 @@ return 1
 class RedisMaxTs:
     """One Redis store's ``max_ts``, on its server (``store.make_max_ts()``).
 
-    ``update(ts)`` raises it to ``ts`` (one script; skipped when this object has
-    already raised it that far: the server's value never goes down); ``value``
-    reads it (one round trip). Making one turns on the store's
+    ``update(ts)`` raises it to ``ts`` (one script); ``value`` reads it (one round
+    trip). Making one turns on the store's
     ``reads_wait_for_leases`` (see the module doc).
     """
 
@@ -51,18 +50,14 @@ class RedisMaxTs:
         self.store = store
         self.key = f"{store.prefix}:{{max_ts}}"
         self.raise_script = store.redis.register_script(_RAISE)
-        self.raised = 0                 # the largest ts this object has raised it to
         store.reads_wait_for_leases = True
 
     def update(self, ts: int) -> None:
         """Raise the server's max_ts to ``ts`` (returns once it is there, on N replicas
         with ``wait=N``)."""
         check_ts(ts)
-        if ts <= self.raised:
-            return
         self.store.call_durably(self.key, lambda client: self.raise_script(
             keys=[self.key], args=[f"{ts:0{DIGITS}d}"], client=client))
-        self.raised = max(self.raised, ts)
 
     @property
     def value(self) -> int:

@@ -126,11 +126,14 @@ class AsyncTransaction:
     """Transaction mixin: async-commit prewrites; committed when all prewrites succeed."""
 
     async_mode = False
+    raised_max_ts = False
 
     def raise_max_ts(self) -> None:
         """Before a read: raise the store's max_ts to start_ts, so that a prewrite that comes
-        after the read gets a min_commit_ts above start_ts."""
-        max_ts_of(self.session.bigtable).update(self.start_ts)
+        after the read gets a min_commit_ts above start_ts (once: max_ts never goes down)."""
+        if not self.raised_max_ts:
+            max_ts_of(self.session.bigtable).update(self.start_ts)
+            self.raised_max_ts = True
 
     def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
         """Raise the store's max_ts to start_ts, then read; skip a lock that must commit later."""
