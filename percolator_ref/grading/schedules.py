@@ -38,10 +38,14 @@ class Chooser:
     last: Optional[str] = None
     switches: int = 0
     crashed: int = 0
+    seen: Optional[dict] = None                      # shared by the runs of one exploration
 
-    def choose(self, ready: list):
-        """``("go" or "crash", client)`` for this decision point."""
+    def choose(self, ready: list, state: Optional[Callable] = None):
+        """``("go" or "crash", client)`` for this decision point; :class:`Merged` when
+        ``state()`` (the world's fingerprint) was met before with no more of the bounds used."""
         i = len(self.taken)
+        if state is not None and self.seen is not None and i >= len(self.prefix):
+            self.visit(state())
         opts = [("go", c.label) for c in ready] + [("crash", c.label) for c in ready if c.crashable]
         stay = ("go", self.last)
         default = stay if stay in opts else opts[0]
@@ -55,6 +59,16 @@ class Chooser:
         if choice[0] == "go":
             self.last = choice[1]
         return choice[0], next(c for c in ready if c.label == choice[1])
+
+    def visit(self, fingerprint) -> None:
+        """Remember this decision point; :class:`Merged` if an earlier run met the same one
+        having used no more preemptions and crashes (its subtree covers this one's)."""
+        if fingerprint is None:
+            return
+        budgets = self.seen.setdefault((fingerprint, self.last), [])
+        if any(s <= self.switches and c <= self.crashed for s, c in budgets):
+            raise Merged()
+        budgets.append((self.switches, self.crashed))
 
     def alternatives(self, i: int, preemptions: int, crashes: int) -> list:
         """Prefixes that branch at decision ``i`` within the bounds."""
@@ -72,13 +86,19 @@ class Chooser:
         return out
 
 
+class Merged(Exception):
+    """This run reached a state an earlier run of the exploration reached: stop it here."""
+
+
 LOOPED = "the clients (or a reader after them) ran "
+MERGED = object()
 
 
 @dataclass
 class Outcome:
     """What exploring a family found: how many schedules ran, the shortest failure."""
     runs: int = 0
+    merged: int = 0
     failure: Optional[str] = None
     schedule: tuple = ()
     steps: list = field(default_factory=list)
@@ -97,13 +117,17 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
     limit or a protocol violation stops the search at once (it is the
     failure).
     """
-    outcome, todo = Outcome(), [()]
+    outcome, todo, seen = Outcome(), [()], {}
     while todo:
         if outcome.runs >= max_runs:
             raise RuntimeError(f"internal: more than {max_runs} schedules: bound the family")
-        chooser = Chooser(tuple(todo.pop()))
+        chooser = Chooser(tuple(todo.pop()), seen=seen)
         failure, steps = run(chooser, False)
-        outcome.runs += 1
+        if failure is MERGED:
+            outcome.merged += 1
+            failure = None
+        else:
+            outcome.runs += 1
         if failure is not None and _shorter(steps, chooser.taken, outcome):
             outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
         if failure is not None and failure.startswith(LOOPED):
@@ -138,6 +162,8 @@ def judged_run(world_factory: Callable, family: Callable, judge: Callable):
             return str(exc), w.log
         except BudgetExceeded as exc:
             return LOOPED + str(exc), w.log
+        except Merged:
+            return MERGED, w.log
         except (CheckTimeout, Violation):
             raise
         finally:
