@@ -8,6 +8,7 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
 from percolator_ref.grading.grader import Limits, grade
+from percolator_ref.grading.interactive import self_check
 from grading_helpers import load_catalogue, solution_answer, student_notebook
 
 CONVERTED = [n for n in sorted(grading.MODULES)
@@ -34,7 +35,9 @@ def test_solution_passes_every_check_in_the_sandbox(n, tmp_path):
 
 
 @pytest.mark.parametrize("n,name", CASES, ids=[f"ex{n}-{name[:40]}" for n, name in CASES])
-def test_wrong_answer_fails_a_check(n, name, tmp_path):
+def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, tmp_path):
+    """Graded once through the sandbox; then the notebook's own self-check, in this
+    process, runs the checks the grade failed, and must fail each of them too."""
     answer = load_catalogue(n)[name]
     g = grade(student_notebook(tmp_path / "wrong.ipynb", n, answer), limits=LIMITS)
     assert g.problems == [], g.summary()           # it ran: the checks caught it, not a crash
@@ -42,14 +45,18 @@ def test_wrong_answer_fails_a_check(n, name, tmp_path):
     assert failed, f"survived: {name}\n{g.summary()}"
     for r in failed:                                # feedback is a sentence, not a bare error
         assert len(r.reason) > 30 and "Traceback" not in r.reason
-
-
-@pytest.mark.parametrize("n,name", CASES, ids=[f"ex{n}-{name[:40]}" for n, name in CASES])
-def test_wrong_answer_fails_the_notebooks_own_check_too(n, name):
     namespace = {}
-    exec(compile(load_catalogue(n)[name], "<answer>", "exec"), namespace)
+    exec(compile(answer, "<answer>", "exec"), namespace)
     spec = grading.exercise(n).exercise
-    assert not grading.check(n, namespace[spec.answer]).passed
+    impl = namespace[spec.answer]
+    if spec.interactive:
+        own = self_check(spec, impl, only={r.name for r in failed})
+        assert [r.name for r in own.results] == [r.name for r in failed]
+    else:
+        own = grading.check(n, impl)
+    mine = {r.name: r.passed for r in own.results}
+    assert not any(mine[r.name] for r in failed), f"the self-check passed what the grade failed: " \
+                                                  f"{name}\n{own}"
 
 
 def instructor_table() -> dict:

@@ -363,7 +363,7 @@ class TrustedWorld(World):
             ready = [c for c in clients if c.pending is not None]
             if not ready:
                 return clients
-            action, c = chooser.choose(ready, self.fingerprint)
+            action, c = chooser.choose(ready, self)
             if action == "crash":
                 self.crash_client(c)
             else:
@@ -377,7 +377,10 @@ class TrustedWorld(World):
         Two decision points with equal fingerprints have the same futures: the
         cells, the clock, the oracle, the lock service and the history are equal,
         and each client heard the same messages (a client is a function of what
-        it heard; a crashed or finished one never runs again). A world with
+        it heard; a crashed or finished one never runs again). The history is
+        kept as which transactions began, in order: what a record holds is what
+        its client heard (a crashed client's thread may still be closing its
+        record, so the rest is not read here). A world with
         interceptors of its own (a check's hook has hidden state) or a subclass
         with state of its own gives None: such a run is never merged with another.
         """
@@ -386,8 +389,9 @@ class TrustedWorld(World):
         cells = self.cluster.bigtable.dump()
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
                       for r, cols in by_row.items())
+        begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
         return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
-                self.cluster.lockservice.snapshot(), repr(self.cluster.history.records),
+                self.cluster.lockservice.snapshot(), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
     def close(self) -> None:
