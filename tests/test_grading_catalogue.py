@@ -73,3 +73,23 @@ def test_instructor_page_counts_are_the_real_ones():
     real = {n: (len(grading.exercise(n).exercise), len(load_catalogue(n)), len(load_catalogue(n)))
             for n in CONVERTED}
     assert stated == real        # every wrong answer is caught: the tests above prove it
+
+
+def test_grade_bench_writes_a_class_of_right_and_wrong_notebooks(tmp_path):
+    """`percolator grade-bench`'s class: N per exercise, right and wrong mixed, each notebook
+    holding the answer it claims (the timing itself is the command's, not a test's)."""
+    import nbformat
+    from percolator_ref.commands.grade_bench import make_class
+    from percolator_ref.grading.answers import answer_cell_ids
+    from grading_helpers import REPO, pristine_path
+    expected = make_class(tmp_path, REPO / "tests" / "wrong_answers", 3)
+    assert len(expected) == 3 * len(grading.MODULES)
+    for path, right in expected.items():
+        n = int(path.name[2:4])
+        ids = answer_cell_ids(nbformat.read(pristine_path(n), as_version=4), n)
+        nb = nbformat.read(path, as_version=4)
+        source = next(c.source for c in nb.cells if c.get("id") in ids)
+        answers = set(load_catalogue(n).values())
+        assert (source == solution_answer(n)) == right
+        assert right or source in answers
+    assert sum(expected.values()) == 2 * len(grading.MODULES)

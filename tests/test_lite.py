@@ -128,11 +128,6 @@ def lite(site):
             browser.close()
 
 
-@pytest.mark.xfail(reason="KNOWN REGRESSION (issue 22 reopened): since issue 19's trusted-world "
-                   "self-check explores every schedule of each family, exercise 01's check does not "
-                   "finish under Pyodide within this test's time limit (it passed before: 13/13 in "
-                   "0.4 s); to be made lighter in the browser or given its own limit",
-                   run=False)
 def test_exercise_01_with_the_solutions_answer_passes_its_self_check(lite):
     from playwright.sync_api import expect
     base, page = lite
