@@ -375,7 +375,8 @@ class TrustedWorld(World):
         """Everything the rest of a run depends on, hashable; None where unknown.
 
         Two decision points with equal fingerprints have the same futures: the
-        cells, the clock, the oracle, the lock service and the history are equal,
+        cells, the clock, the oracle, the lock service's tokens (the channel
+        reaches no other lock-service state) and the history are equal,
         and each client heard the same messages (a client is a function of what
         it heard; a crashed or finished one never runs again). The history is
         kept as which transactions began, in order: what a record holds is what
@@ -391,7 +392,7 @@ class TrustedWorld(World):
                       for r, cols in by_row.items())
         begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
         return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
-                self.cluster.lockservice.snapshot(), begun,
+                tuple(self.cluster.lockservice.tokens().items()), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
     def close(self) -> None:

@@ -107,13 +107,6 @@ class LockService:
             return "crashed"
         return "alive" if self.is_alive(client) else "expired"
 
-    def snapshot(self) -> tuple:
-        """The whole state, hashable: every token ``(client, heartbeat, crashed)`` and every
-        named lock ``(name, owner)``, sorted (a model checker compares states with it)."""
-        with self._lock:
-            return (tuple(sorted((c, t.heartbeat, t.crashed) for c, t in self._tokens.items())),
-                    tuple(sorted(self._named.items())))
-
     def tokens(self) -> dict:
         """``{client: (age_seconds, status)}`` for display."""
         now = self.clock.now()
