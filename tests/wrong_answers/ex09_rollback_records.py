@@ -43,7 +43,7 @@ def _answer(resolve=RESOLVE, rollback=ROLLBACK) -> str:
 
 WRONG = {
     "the paper's rollback: erase the lock and the data, no record": _answer(rollback='''\
-return rows.rollback_writes(column, start_ts)
+return [(lock_col(column), start_ts, None), (data_col(column), start_ts, None)]
 '''),
     "the record is a commit (kind PUT) at start_ts": _answer(rollback='''\
 return rows.rollback_writes(column, start_ts) + [(write_col(column), start_ts, Write(start_ts))]
