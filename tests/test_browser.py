@@ -14,33 +14,19 @@ cells), then ``Back`` and the writer's late prewrite fork the run, and the
 new branch shows the prewrite refused by the rollback record.
 """
 import os
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+from lab_server import CHROMIUM, CHROMIUM_ARGS, KERNEL_IDLE, jupyterlab
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = "02_transfer_example.ipynb"
 SCREENSHOT = Path(os.environ.get("PERCOLATOR_SCREENSHOT",
                               ROOT / "artifacts" / "transfer_stepper.png"))
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(110)]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -52,42 +38,8 @@ def lab(tmp_path):
     root = tmp_path / "notebooks"
     shutil.copytree(ROOT / "notebooks", root,
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
-    log = open(tmp_path / "lab.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-         f"--ServerApp.port={port}", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-         "--LabApp.news_url=", "--LabApp.extension_manager=readonly"]
-        + (["--allow-root"] if os.geteuid() == 0 else []),
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 40
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("JupyterLab did not start:\n" +
-                                       (tmp_path / "lab.log").read_text()[-3000:])
-                time.sleep(0.3)
+    with jupyterlab(root, tmp_path) as (base, token):
         yield base, token
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
-KERNEL_IDLE = ("() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
-               " const k = w && w.sessionContext && w.sessionContext.session"
-               " && w.sessionContext.session.kernel; return k && k.status === 'idle'; }")
 
 
 def _open_and_run_all(page, base: str, token: str, notebook: str) -> None:

@@ -28,24 +28,17 @@ VARIANTS = {
     "async-commit+rollback-records": lambda: [AsyncCommit(), RollbackRecords()],
     "pessimistic-locks+rollback-records": lambda: [PessimisticLocks(), RollbackRecords()],
 }
-MEMORY_ONLY = {"async-commit", "async-commit+rollback-records"}     # max_ts: in the store's memory
 # (the row transaction that decides the commit, row transactions of a transfer's commit)
 COMMIT_POINT = {name: (2, 4) if name.startswith("async") else (3, 4) for name in VARIANTS}
-
-
-def skip_unless_applies(backend, variants):
-    if backend is not None and variants in MEMORY_ONLY:
-        pytest.skip(f"{variants} applies to the in-memory store only")
 
 
 @pytest.mark.parametrize("variants", VARIANTS)
 @pytest.mark.parametrize("scenario", hermitage.SCENARIOS, ids=lambda s: s.__name__)
 def test_hermitage_scenarios_pass(make_cluster, backend, scenario, variants):
-    skip_unless_applies(backend, variants)
     cluster = make_cluster(variants=VARIANTS[variants]())
     result = scenario(cluster)
     assert result.history_ok and cluster.check_history().ok
-    if variants in MEMORY_ONLY and any(move[1] == "crash after" for move in scenario.moves):
+    if variants.startswith("async") and any(move[1] == "crash after" for move in scenario.moves):
         # async commit: a client that dies after its last prewrite has COMMITTED (that is
         # the change), so G1a's "T1 aborts" does not happen; the SI check above still holds
         crashed = next(r for r in cluster.history.records if r.writes and r.client != "T2"
@@ -58,11 +51,16 @@ def test_hermitage_scenarios_pass(make_cluster, backend, scenario, variants):
 @pytest.mark.parametrize("variants", VARIANTS)
 @pytest.mark.parametrize("backend", ["memory"], indirect=True)
 def test_the_bank_with_crashes_keeps_its_invariants(make_cluster, variants):
-    if variants == "async-commit+rollback-records":
-        # KNOWN BUG, open (issue 23): seen once in CI, the checker rejected this combination's
-        # threaded history (bad_totals 0, violations 0, history_ok False); not yet reproduced
-        pytest.xfail("async commit + rollback records under threads: an SI-checker rejection "
-                     "seen once in CI, under investigation")
+    cluster = make_cluster(lock_ttl=0.05, variants=VARIANTS[variants]())
+    result = run_bank(cluster, threads=3, transfers=60, crash_rate=0.3, seed=7)
+    assert result.ok, result
+    assert result.history.ok and result.violations == []
+
+
+@pytest.mark.parametrize("variants", ["async-commit", "async-commit+rollback-records"])
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+def test_the_bank_with_crashes_keeps_its_invariants_on_redis(make_cluster, variants):
+    """Async commit's max_ts lives on the Redis server (stores/redis_max_ts.py)."""
     cluster = make_cluster(lock_ttl=0.05, variants=VARIANTS[variants]())
     result = run_bank(cluster, threads=3, transfers=60, crash_rate=0.3, seed=7)
     assert result.ok, result
@@ -73,7 +71,6 @@ def test_the_bank_with_crashes_keeps_its_invariants(make_cluster, variants):
 @pytest.mark.parametrize("crash_after", range(1, 5))
 def test_a_crash_after_every_step_of_a_two_cell_transfer(make_cluster, backend, variants,
                                                          crash_after):
-    skip_unless_applies(backend, variants)
     cluster = make_cluster(lock_ttl=1.0, variants=VARIANTS[variants]())
     t = cluster.begin()
     t.set("Bob", COLUMN, 10)

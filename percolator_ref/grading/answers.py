@@ -6,7 +6,9 @@ by :mod:`.generate`) decides which cells are which, by cell id:
 - *answer cells*: code cells holding the generator's stub
   (``raise NotImplementedError("Exercise N")``). Their source is taken from
   the student's notebook (the last cell with that id); nothing else is.
-- *check cells*: tagged ``check``; never run by the grader.
+- *check cells*: tagged ``check``; never run by the grader;
+- *demo cells*: tagged ``demo`` (a worked run shown to the student, e.g. a
+  wrong answer's counterexample in the stepper); never run by the grader.
 - every other code cell is *context* (imports, the worked example): its
   pristine source runs, whatever the student's copy says.
 
@@ -32,11 +34,16 @@ def is_check_cell(cell) -> bool:
     return "check" in cell.get("metadata", {}).get("tags", [])
 
 
+def is_demo_cell(cell) -> bool:
+    return "demo" in cell.get("metadata", {}).get("tags", [])
+
+
 def answer_cell_ids(pristine, n: int) -> list:
     """Ids of the pristine notebook's answer cells (those holding the stub)."""
     stub = STUB.format(n)
     return [c.get("id") for c in pristine.cells
-            if c.cell_type == "code" and stub in c.source and not is_check_cell(c)]
+            if c.cell_type == "code" and stub in c.source and not is_check_cell(c)
+            and not is_demo_cell(c)]
 
 
 def check_answer_name(pristine) -> str:
@@ -63,7 +70,7 @@ def plan(student, pristine, n: int):
             mine[cell.get("id")] = cell.get("source", "")
     cells, problems = [], []
     for cell in pristine.cells:
-        if cell.cell_type != "code" or is_check_cell(cell):
+        if cell.cell_type != "code" or is_check_cell(cell) or is_demo_cell(cell):
             continue
         if cell.get("id") in ids:
             if cell.get("id") not in mine:

@@ -339,10 +339,16 @@ def _transfers(p, client=None) -> dict:
             "T2": [["Joe", "bal", p["j2"]], ["Bob", "bal", p["b2"]]]}
 
 
-def _judge_writers(p):
+def _deposit(p, client=None) -> dict:
+    """A transfer and a deposit to its secondary only: the conflict is on a secondary."""
+    return {"T1": [["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]],
+            "T2": [["Joe", "bal", p["j2"]]]}
+
+
+def _judge_writers(p, writes=_transfers):
     def judge(w, clients):
         records = []
-        for label, values in _transfers(p).items():
+        for label, values in writes(p).items():
             record = writer_record(w, clients[label], values)
             answered_truly(clients[label], record)
             records += [record] if record is not None else []
@@ -351,14 +357,14 @@ def _judge_writers(p):
     return judge
 
 
-def _family(p, client=None):
+def _family(p, client=None, writes=_transfers):
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
                     w.oracle.peek() + 1)
         if client is not None:
             w.cluster.lockservice.register(client)
         return [Participant(label, "writer", (values, client), crashable=True)
-                for label, values in _transfers(p).items()]
+                for label, values in writes(p).items()]
     return family
 
 
@@ -372,3 +378,9 @@ def _race_two(trial, p):
                 "name, one liveness token)", params=_family_p, limit=60.0)
 def _race_same_worker(trial, p):
     trial.explore(_family(p, "worker"), _judge_writers(p), ttl=FAMILY_TTL, crashes=0)
+
+
+@exercise.check("every interleaving of your transfer with your deposit to its secondary only, "
+                "and a crash of either", params=_family_p, limit=60.0)
+def _race_deposit(trial, p):
+    trial.explore(_family(p, writes=_deposit), _judge_writers(p, _deposit), ttl=FAMILY_TTL)

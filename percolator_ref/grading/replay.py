@@ -7,17 +7,20 @@ it, as the trusted world recorded them. :func:`save` writes it as JSON
 (``percolator grade --counterexamples DIR``); :func:`replay` loads it (a
 file, a self-check's report or one of its results) as a :class:`Replay`:
 ``transcript()`` for a terminal (``percolator replay FILE``), ``widget()``
-for a notebook: a frame slider over the cell tables, as the stepper shows them.
+for a notebook: the kit's stepper widget over the steps (Step, Back, Reset, a
+frame slider), with the cell tables after each step.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from percolator_ref.viz.recorded import RecordedStepper, recorded_frame
 from percolator_ref.viz.tables import CellTable
 
 from .battery import Report, Result
 from .channel import ProtocolError, decode
+from .protocol_world import TABLE
 
 FORMAT = "percolator-counterexample/1"
 
@@ -44,50 +47,80 @@ def counterexamples(source) -> list:
 
 
 class Replay:
-    """The frames of one counterexample: a title, what happened, the cells after it."""
+    """The frames of one counterexample: a title, what happened, the cells after it.
+
+    ``stepper`` is a :class:`~percolator_ref.viz.recorded.RecordedStepper` over
+    the steps (step i: client X did row transaction Y, the cells after it);
+    ``widget()`` is the kit's :class:`~percolator_ref.viz.widget.StepperWidget`
+    on it, the same controls and cell tables as the notebooks' stepper.
+    """
 
     def __init__(self, example: dict):
         steps = example.get("steps")
         if not isinstance(steps, list) or not steps:
             raise ValueError("example must hold a non-empty list of steps")
         self.check, self.failure = str(example.get("check", "")), str(example.get("failure", ""))
-        self.frames = []
-        for i, step in enumerate(steps, 1):
-            try:
-                dump = decode(step["cells"])
-            except (KeyError, TypeError, ProtocolError) as exc:
-                raise ValueError(f"step {i} is malformed ({exc})") from None
-            title = f"step {i} of {len(steps)}: {step.get('client')} {step.get('did')}"
-            self.frames.append((title, CellTable(dump, title=title)))
+        frames, before = [], None
+        for i, step in enumerate(steps):
+            last = i == len(steps) - 1
+            frame = _frame(i, len(steps), step, before,
+                           f"After this step the check failed: {self.failure}" if last else "")
+            frames.append(frame)
+            before = frame.dump
+        self.stepper = RecordedStepper(frames)
+
+    @property
+    def frames(self) -> list:
+        """The stored frames, one per step."""
+        return self.stepper.frames
 
     def transcript(self) -> str:
         """Every frame as text: the failure, then each step and its cell table."""
         lines = [f"check: {self.check}", f"failed: {self.failure}", ""]
-        for _, table in self.frames:
-            lines += [repr(table), ""]
+        for frame in self.frames:
+            lines += [repr(CellTable(frame.dump, frame.events, title=frame.title)), ""]
         return "\n".join(lines)
 
     def widget(self):
-        """A frame slider over the cell tables (ipywidgets)."""
+        """The stepper widget (Step, Back, Reset, a frame slider) over the counterexample,
+        headed by the rule it broke."""
         import ipywidgets as widgets
-        slider = widgets.IntSlider(value=0, min=0, max=len(self.frames) - 1,
-                                   description="step", continuous_update=False)
-        note, table = widgets.HTML(), widgets.HTML()
 
-        def show(index: int) -> None:
-            title, cells = self.frames[index]
-            note.value = f"<p><b>{_escape(title)}</b></p>"
-            table.value = cells._repr_html_()
-        slider.observe(lambda change: show(change["new"]), names="value")
-        show(0)
-        head = widgets.HTML(f"<p><b>counterexample</b>: {_escape(self.failure)}</p>")
-        return widgets.VBox([head, slider, note, table])
+        from percolator_ref.viz.widget import StepperWidget
+        shown = StepperWidget(self.stepper)
+        head = widgets.HTML(f"<p><b>counterexample</b> ({_escape(self.check)}): "
+                            f"{_escape(self.failure)}</p>")
+        shown.children = (head,) + tuple(shown.children)
+        return shown
 
     def __len__(self):
         return len(self.frames)
 
     def __repr__(self):
         return f"<Replay of {self.check!r}: {len(self.frames)} steps>"
+
+
+def _frame(i: int, total: int, step, before, note: str = ""):
+    """Step ``i`` as a stored frame: who did what, the cells after it, what it changed."""
+    try:
+        dump = decode(step["cells"])
+        client, did = str(step["client"]), str(step["did"])
+        writes = [(str(column), ts, value is None) for column, ts, value in step.get("writes", [])]
+    except (KeyError, TypeError, ValueError, ProtocolError) as exc:
+        raise ValueError(f"step {i + 1} is malformed ({exc})") from None
+    if not isinstance(dump, dict):
+        raise ValueError(f"step {i + 1} is malformed (its cells are not a table dump)")
+    table, row = _where(did) if writes else (None, None)
+    return recorded_frame(i, total, client, did, dump, before, writes,
+                          float(step.get("clock") or 0.0), table, row,
+                          crashed=did.startswith("crashed"), note=note)
+
+
+def _where(did: str) -> tuple:
+    """``(table, row)`` of a row transaction step ("prewrite-primary Bob", "get log/Ann")."""
+    target = did.rsplit(" ", 1)[-1]
+    table, _, row = target.rpartition("/")
+    return (table or TABLE, row)
 
 
 def _escape(text: str) -> str:

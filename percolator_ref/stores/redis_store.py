@@ -37,7 +37,9 @@ read-modify-write row transactions, and no lease where none is needed:
 
 1. ``fetch_row``: the row is fetched lazily, at the first read, by one
    script. For the read-only steps (:data:`~percolator_ref.step.READ_ONLY_STEPS`)
-   it is a plain atomic snapshot of the row (no lease). For every other step
+   it is a plain atomic snapshot of the row (no lease; on a store that keeps
+   TiKV's ``max_ts`` for async commit, it waits until no other client holds the
+   row lease: :mod:`~percolator_ref.stores.redis_max_ts`). For every other step
    the same script also takes the row lease (``SET NX PX`` semantics; busy ->
    back off and retry).
 2. ``end``: the buffered writes and erases go to the server in one script
@@ -134,11 +136,12 @@ PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_.\-]+")
 _ESCAPES = str.maketrans({"%": "%25", "/": "%2F", "{": "%7B", "}": "%7D"})
 
 _FETCH = """
--- KEYS: row, counts, lease.  ARGV: token, lease_ms, want_lease ('1'/'0')
-if ARGV[3] == '1' then
+-- KEYS: row, counts, lease.  ARGV: token, lease_ms, lease ('1' take it, 'w' wait
+-- until nobody else holds it but take none, '0' ignore it)
+if ARGV[3] ~= '0' then
   local cur = redis.call('GET', KEYS[3])
   if cur and cur ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[3])} end
-  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+  if ARGV[3] == '1' then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2]) end
 end
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('HGET', KEYS[2], '\\0v') or '0'}
 """
@@ -322,6 +325,7 @@ class RedisBigtable(RawCellOperations):
         self.tracer = tracer or Tracer()
         self.interceptors: list = []
         self.round_trips = self.server_calls = 0
+        self.reads_wait_for_leases = False     # set by make_max_ts(): see redis_max_ts
         self._counter_lock = threading.Lock()
         options = self._parse_options(url)
         self.redis = self._connect(urlparse(url), options)
@@ -489,8 +493,8 @@ class RedisBigtable(RawCellOperations):
         keys = self.row_keys(rt.table, rt.row)
         deadline = time.monotonic() + self.lease_ms * 3 / 1000
         for attempt in itertools.count():
-            reply = self._trip(self._fetch_script, keys,
-                               [rt.token, self.lease_ms, "1" if want_lease else "0"])
+            lease = "1" if want_lease else ("w" if self.reads_wait_for_leases else "0")
+            reply = self._trip(self._fetch_script, keys, [rt.token, self.lease_ms, lease])
             if reply[0] == 1:
                 break
             self._wait(f"row {rt.table}/{rt.row}'s lease", attempt, reply[1], deadline)
@@ -694,6 +698,13 @@ class RedisBigtable(RawCellOperations):
         """A :class:`RedisTimestampOracle` on this server and prefix."""
         from .redis_services import RedisTimestampOracle
         return RedisTimestampOracle(self, first_timestamp)
+
+    def make_max_ts(self):
+        """TiKV's ``max_ts`` for async commit, on this server and prefix
+        (:class:`~percolator_ref.stores.redis_max_ts.RedisMaxTs`); from then on this
+        store's reads wait out other clients' row leases."""
+        from .redis_max_ts import RedisMaxTs
+        return RedisMaxTs(self)
 
     def make_lockservice(self, clock, ttl: float = 10.0):
         """A :class:`RedisLockService` on this server and prefix."""

@@ -54,6 +54,7 @@ oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; 
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Iterable
 
@@ -105,16 +106,20 @@ def timestamp_source(variants: tuple, cluster, oracle):
 class PerStore:
     """State a variant keeps beside one store (TiKV's ``max_ts``, a wait-for graph).
 
-    ``per_store(store)`` returns the store's state, made by ``factory()`` on first
-    use; it goes away with the store.
+    ``per_store(store)`` returns the store's state, made by ``factory()`` (or
+    ``factory(store)`` with ``takes_store=True``) on first use; it goes away with
+    the store.
     """
 
-    def __init__(self, factory):
-        self.factory = factory
+    def __init__(self, factory, takes_store: bool = False):
+        self.factory, self.takes_store = factory, takes_store
         self.states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+        self.mutex = threading.Lock()       # two threads' first calls make one state
 
     def __call__(self, store):
-        state = self.states.get(store)
-        if state is None:
-            state = self.states[store] = self.factory()
-        return state
+        with self.mutex:
+            state = self.states.get(store)
+            if state is None:
+                state = self.factory(store) if self.takes_store else self.factory()
+                self.states[store] = state
+            return state

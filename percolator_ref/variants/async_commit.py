@@ -38,19 +38,26 @@ because at that point we know that commit will not fail"
   there (so that prewrite, if it is late, is refused) and the transaction is
   rolled back.
 
-Here: the per-store ``max_ts`` is kept for each in-memory Bigtable (the kit's
-store is one server; :func:`max_ts_of`). The in-memory store runs one row
-transaction at a time, which orders a reader's ``max_ts`` update and read
-against a prewrite's ``min_commit_ts`` on the same row; TiKV orders them with
-in-memory locks in its concurrency manager. A commit_ts of ``max_ts + 1``
+Here: each store has one ``max_ts`` (:func:`max_ts_of`): beside the
+in-memory Bigtable in the process, on the server for Redis, where the clients
+are separate processes (:mod:`percolator_ref.stores.redis_max_ts`). A reader
+raises it before it fetches the row it reads, a scan before it lists its rows;
+a prewrite reads it while it holds the row, which it reads first (on Redis, a
+row transaction holds the row, its lease, only from its first read, and reads
+wait out another client's lease), so a read of that row comes either before
+the prewrite (which sees the raise) or after the lock is written (the read
+sees the lock). TiKV orders the same two events with in-memory locks in its
+concurrency manager. A commit_ts of ``max_ts + 1``
 could equal a timestamp the oracle hands out as someone's start_ts; TiKV's
 design notes discuss these collisions
 (``design/async-commit/globally-non-unique-timestamps.md``). The kit avoids
 them: an async-commit cluster's timestamp source hands out twice the oracle's
 timestamps (:class:`EvenTimestamps`), so every start_ts is even and every
-computed commit_ts odd.
-On the Redis store, reads take no
-row lease and several processes share the data, so the variant refuses it.
+computed commit_ts odd. Two transactions that prewrite after the same read
+can get the same commit_ts; the same design note allows it ("It is possible
+two transactions have the same ``commit_ts`` ... This is fine as long as the
+two transactions don't meet"), and so does the snapshot-isolation checker for
+writers of disjoint cells (writers of one cell meet at its lock).
 A transaction that sets notifications (observed columns, ``notify``) runs the
 paper's two-phase commit. Rollbacks write rollback records.
 """
@@ -59,10 +66,12 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from .. import rows
-from ..bigtable import Bigtable
-from ..model import Cell, CommitPhase, Lock, Write, WriteKind, write_col
-from ..transaction import SnapshotRead
+from .. import cleanup, rows
+from ..bigtable import Condition
+from ..model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, Write, WriteKind, lock_col,
+                     write_col)
+from ..step import Step
+from ..transaction import Mutation, SnapshotRead
 from . import PerStore, Variant
 from .locks import extend_lock
 
@@ -97,8 +106,15 @@ class EvenTimestamps:
         return 2 * self.oracle.peek()
 
 
-max_ts_of = PerStore(MaxTs)
-"""``max_ts_of(store)``: the ``max_ts`` of ``store`` (created at 0)."""
+def new_max_ts(store):
+    """A store's max_ts: its own if it keeps one on its server (``store.make_max_ts()``,
+    the Redis store), else a :class:`MaxTs` beside it in this process."""
+    make = getattr(store, "make_max_ts", None)
+    return MaxTs() if make is None else make()
+
+
+max_ts_of = PerStore(new_max_ts, takes_store=True)
+"""``max_ts_of(store)``: the ``max_ts`` of ``store`` (created at 0): ``update(ts)``, ``value``."""
 
 
 def is_async(lock) -> bool:
@@ -110,10 +126,18 @@ class AsyncTransaction:
     """Transaction mixin: async-commit prewrites; committed when all prewrites succeed."""
 
     async_mode = False
+    raised_max_ts = False
+
+    def raise_max_ts(self) -> None:
+        """Before a read: raise the store's max_ts to start_ts, so that a prewrite that comes
+        after the read gets a min_commit_ts above start_ts (once: max_ts never goes down)."""
+        if not self.raised_max_ts:
+            max_ts_of(self.session.bigtable).update(self.start_ts)
+            self.raised_max_ts = True
 
     def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
         """Raise the store's max_ts to start_ts, then read; skip a lock that must commit later."""
-        max_ts_of(self.session.bigtable).update(self.start_ts)
+        self.raise_max_ts()
         found = super().snapshot_read(rt, cell)
         if found.lock is None or not is_async(found.lock) \
                 or found.lock.min_commit_ts <= self.start_ts:
@@ -126,6 +150,14 @@ class AsyncTransaction:
             return SnapshotRead(version=commit_ts)
         return SnapshotRead(version=commit_ts, value=rt.read(f"{cell.column}:data",
                                                               write.start_ts, write.start_ts)[1])
+
+    def scan(self, table: str = DEFAULT_TABLE, start_row: Optional[str] = None,
+             end_row: Optional[str] = None) -> list:
+        """Raise the store's max_ts to start_ts before the scan lists its rows: a row that
+        a prewrite creates after the listing then commits after start_ts, where the scan
+        rightly does not see it (TiKV raises max_ts for a scan before it reads)."""
+        self.raise_max_ts()
+        return super().scan(table, start_row, end_row)
 
     def two_phase_commit(self) -> bool:
         """Prewrite all (async locks); then the transaction is committed: commit every cell."""
@@ -145,6 +177,27 @@ class AsyncTransaction:
         for m in mutations:                       # in TiKV, after the answer, in the background
             self.commit_secondary(m)
         return True
+
+    def prewrite(self, m: Mutation, primary: Cell) -> bool:
+        """Figure 6's prewrite; in async mode the row is read before max_ts is (see the
+        module doc: on Redis that takes the row lease first)."""
+        if not self.async_mode:
+            return super().prewrite(m, primary)
+        is_primary = m.cell == primary
+        step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
+        with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+            rt.read(lock_col(m.cell.column))          # hold the row, then read max_ts
+            ok, found = rt.check_and_write(
+                [Condition(write_col(m.cell.column), min_ts=self.start_ts),
+                 Condition(lock_col(m.cell.column))],
+                self.prewrite_writes(m, primary, is_primary))
+            rt.explain(self.explain_prewrite(m, primary, is_primary, found))
+        if ok:
+            return True
+        lock = found[-1] if len(found) == 2 else None
+        if lock is not None and not self.session.is_alive(lock[1].client):
+            cleanup.cleanup_lock(self.session, m.cell, lock[1])    # tidy up, but still abort
+        return False
 
     def prewrite_writes(self, m, primary, is_primary) -> list:
         """The paper's data and lock; the lock with min_commit_ts (and, on the primary, the
@@ -236,16 +289,14 @@ class AsyncCleanup:
 
 
 class AsyncCommit(Variant):
-    """TiKV's async commit: ``Cluster(variants=[AsyncCommit()])`` (in-memory store only)."""
+    """TiKV's async commit: ``Cluster(variants=[AsyncCommit()])`` (either store)."""
 
     name = "async-commit"
     Transaction = AsyncTransaction
     Cleanup = AsyncCleanup
 
     def timestamps(self, cluster, oracle):
-        if type(cluster.bigtable) is not Bigtable:
-            raise ValueError("variants: AsyncCommit needs the in-memory store (backend=None): "
-                             "its max_ts lives in the store's memory")
+        max_ts_of(cluster.bigtable)     # made now: on Redis, reads wait out leases from here on
         if any(v.name == "lock-ttl" for v in cluster.variants):
             raise ValueError("variants: AsyncCommit does not compose with LockTTL here: its "
                              "status check would roll back an expired async-commit primary, "
@@ -256,12 +307,8 @@ class AsyncCommit(Variant):
 class NoMaxTsTransaction:
     """For the anomaly only: a reader that does not raise the store's max_ts."""
 
-    def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
-        store = self.session.bigtable
-        saved = max_ts_of(store).value
-        found = super().snapshot_read(rt, cell)
-        max_ts_of(store).value = saved            # as if the read had not raised it
-        return found
+    def raise_max_ts(self) -> None:
+        """Leave max_ts alone (the bug shown)."""
 
 
 class AsyncCommitWithoutMaxTs(AsyncCommit):

@@ -5,6 +5,7 @@
 - :class:`Stepper` / :class:`Frame`: transactions under a deterministic
   scheduler, one single-row Bigtable transaction per frame;
 - :class:`StepperWidget` (``stepper.widget()``): Step, Back, Reset, Crash client;
+- :class:`RecordedStepper`: the same controls over stored frames (a grading counterexample);
 - :func:`plot_timeline`: transactions as [start_ts, commit_ts] bars (Figure 3);
 - :class:`Predict`: the student commits to an answer, the next cell reveals it.
 
@@ -14,6 +15,7 @@ protocol lives in the core only.
 from .predict import Predict, Reveal
 from .scenarios import (figure4_setup, figure4_stepper, observer_race_stepper, oracle_race_stepper,
                         slow_holder_stepper, transfer, two_transfers_stepper)
+from .recorded import RecordedFrame, RecordedStepper
 from .stepper import Frame, Stepper, scan_everything
 from .tables import CellTable, Table, format_value
 from .timeline import plot_timeline
@@ -27,6 +29,7 @@ def __getattr__(name):
 
 
 __all__ = ["Predict", "Reveal", "CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
+           "RecordedFrame", "RecordedStepper",
            "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
            "two_transfers_stepper", "slow_holder_stepper", "oracle_race_stepper",
            "observer_race_stepper", "plot_timeline"]

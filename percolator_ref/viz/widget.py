@@ -24,7 +24,12 @@ _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
 
 
 class StepperWidget(widgets.VBox):
-    """``StepperWidget(stepper)``; ``display`` it (or leave it last in a cell)."""
+    """``StepperWidget(stepper)``; ``display`` it (or leave it last in a cell).
+
+    ``stepper``: a :class:`~percolator_ref.viz.stepper.Stepper`, or a
+    :class:`~percolator_ref.viz.recorded.RecordedStepper` over stored frames
+    (a grading counterexample: its ``Crash client`` button is disabled).
+    """
 
     def __init__(self, stepper):
         if not all(callable(getattr(stepper, name, None)) for name in ("step", "back", "reset",
@@ -104,7 +109,7 @@ class StepperWidget(widgets.VBox):
             self._updating = False
         finished = not frame.runnable
         self.step_button.disabled = finished
-        self.crash_button.disabled = finished
+        self.crash_button.disabled = finished or not getattr(self.stepper, "can_crash", True)
         self.back_button.disabled = self.stepper.cursor == 0
         self.note.value = (f"<p style='{_NOTE_STYLE}'><b>{html.escape(frame.title)}</b>: "
                            f"{html.escape(frame.note)}</p>")

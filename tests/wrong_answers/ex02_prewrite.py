@@ -162,9 +162,45 @@ class PrewriteTransaction(Transaction):
             cleanup.cleanup_lock(self.session, m.cell, lock[1])
         return False
 ''',
+    "checks for newer write records in one row transaction, locks in the next": HEADER + '''
+class PrewriteTransaction(Transaction):
+    def prewrite(self, m, primary):
+        column, is_primary = m.cell.column, m.cell == primary
+        step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
+        with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+            if rt.read(write_col(column), min_ts=self.start_ts) is not None:
+                return False               # committed after my snapshot: conflict
+        # the lock is what other writers respect: check it and write it atomically
+        with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+            lock = rt.read(lock_col(column))
+            if lock is None:
+                if m.kind is WriteKind.PUT:
+                    rt.write(data_col(column), self.start_ts, m.value)
+                rt.write(lock_col(column), self.start_ts,
+                         Lock(self.start_ts, primary, is_primary, self.client, m.kind))
+                return True
+        if not self.session.is_alive(lock[1].client):
+            cleanup.cleanup_lock(self.session, m.cell, lock[1])
+        return False
+''',
+    "looks for newer write records only at the primary": _answer(
+        newer="(is_primary and rt.read(write_col(column), min_ts=self.start_ts) or None)"),
+    "erases a dead holder's lock above start_ts on the spot": _answer(after='''\
+        if not self.session.is_alive(lock[1].client):
+            if lock[0] > self.start_ts:    # a newer transaction that died: just clear it
+                with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+                    rt.erase(lock_col(column), lock[0])
+                    rt.erase(data_col(column), lock[0])
+            else:
+                cleanup.cleanup_lock(self.session, m.cell, lock[1])
+        return False
+'''),
 }
 
 INTERLEAVING = {
     # misconceptions that only an interleaving of clients shows: every single-client check passes
     "takes a cell its own client already locked (its own earlier write)",
+    "checks for newer write records in one row transaction, locks in the next",
+    "looks for newer write records only at the primary",
+    "erases a dead holder's lock above start_ts on the spot",
 }

@@ -6,7 +6,7 @@ every one through the sandbox: each must fail at least one check.
 import textwrap
 
 HEADER = '''from percolator_ref import Transaction, rows
-from percolator_ref.model import Write, lock_col, write_col
+from percolator_ref.model import Write, data_col, lock_col, write_col
 from percolator_ref.step import Step
 
 '''
@@ -174,9 +174,45 @@ def commit_primary(self, m):
                                           self.commit_ts, notify))
         return True
 '''),
+    "checks its primary lock in one row transaction, commits it in the next": _answer(
+        commit_primary='''\
+def commit_primary(self, m):
+    notify = self.session.is_observed(m.cell.table, m.cell.column)
+    with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_PRIMARY) as rt:
+        held = rows.held_lock(rt, m.cell.column, self.start_ts) is not None
+    if not held:                       # a cleaner rolled me back: abort
+        return False
+    # my lock is there, so nobody can take the primary from me: commit it
+    with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_PRIMARY) as rt:
+        rows.apply(rt, rows.commit_writes(m.cell.column, Write(self.start_ts, m.kind),
+                                          self.commit_ts, notify))
+    return True
+'''),
+    "erases a secondary's lock, then writes its record in another row transaction": _answer(
+        rest=REST.replace('''for m in mutations[1:]:
+    self.commit_secondary(m)
+''', '''for m in mutations[1:]:             # release each lock at once, then publish the record
+    with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_SECONDARY) as rt:
+        rt.erase(lock_col(m.cell.column), self.start_ts)
+    with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_SECONDARY) as rt:
+        rt.write(write_col(m.cell.column), self.commit_ts, Write(self.start_ts, m.kind))
+''')),
+    "rolls back after a failed commit point by erasing each cell's newest lock": _answer(
+        rest=REST.replace('''    self.roll_back_own(mutations[1:])
+''', '''    for s in mutations[1:]:            # the locks on my cells are mine: erase them
+        with self.session.row_transaction(s.cell.table, s.cell.row,
+                                          Step.ABORT_ROLLBACK) as rt:
+            found = rt.read(lock_col(s.cell.column))
+            if found is not None:
+                rt.erase(lock_col(s.cell.column), found[0])
+                rt.erase(data_col(s.cell.column), found[0])
+''')),
 }
 
 INTERLEAVING = {
     # misconceptions that only an interleaving of clients shows: every single-client check passes
     "checks that the primary is still locked, by anyone, at the commit point",
+    "checks its primary lock in one row transaction, commits it in the next",
+    "erases a secondary's lock, then writes its record in another row transaction",
+    "rolls back after a failed commit point by erasing each cell's newest lock",
 }

@@ -6,7 +6,7 @@ every one through the sandbox: each must fail at least one check.
 import textwrap
 
 HEADER = '''from percolator_ref import rows
-from percolator_ref.model import Cell, Write, data_col, lock_col
+from percolator_ref.model import Cell, Write, data_col, lock_col, write_col
 from percolator_ref.step import Step
 
 '''
@@ -141,4 +141,60 @@ with session.row_transaction(cell.table, cell.row, step) as rt:
         rows.apply(rt, rows.commit_writes(cell.column, Write(found[0], lock.kind),
                                           commit_ts, notify))
 '''),
+    "decides at the primary in one row transaction, rolls it back in another": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+if commit_ts is None:              # not committed: now roll the primary back
+    with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+        if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+            rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''),
+    "takes a primary with no lock as committed, at its newest write record": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+        commit_ts = None
+    else:                          # the primary lock is gone: the commit point was reached
+        commit_ts = rt.read(write_col(primary.column))[0]
+if lock.is_primary:
+    return
+'''),
+    "leaves the secondary to whoever already rolled the primary back": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    held = rows.held_lock(rt, primary.column, lock.start_ts) is not None
+    if commit_ts is None and held:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary or (commit_ts is None and not held):
+    return                         # another cleaner rolled it back: it erases the rest
+'''),
+    "rolls back a dead holder's primary lock met earlier without looking again": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+if lock.is_primary:                # a dead holder's primary lock: it never reached its commit
+    with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+    return
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    if commit_ts is None and rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+'''),
+}
+
+INTERLEAVING = {
+    # misconceptions that only an interleaving of clients (or a crash) shows: every
+    # single-client check passes them
+    "decides at the primary in one row transaction, rolls it back in another",
+    "takes a primary with no lock as committed, at its newest write record",
+    "leaves the secondary to whoever already rolled the primary back",
+    "rolls back a dead holder's primary lock met earlier without looking again",
 }

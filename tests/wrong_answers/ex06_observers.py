@@ -53,6 +53,15 @@ answer = SimpleNamespace(pending_notification=pending_notification, run_observer
 
 
 
+def variant(correct: str, *edits) -> str:
+    """``correct`` with each ``(old, new)`` edit made once: the wrong part, spelled out."""
+    for old, new in edits:
+        if correct.count(old) != 1:
+            raise ValueError(f"edit must match once: {old!r}")
+        correct = correct.replace(old, new, 1)
+    return correct
+
+
 def cell(*parts: str) -> str:
     """One answer cell from its parts, in order."""
     return "\n\n".join(part.strip("\n") for part in parts) + "\n"
@@ -69,22 +78,18 @@ from percolator_ref.step import Step
 from percolator_ref.transaction import Mutation
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        observer.fn(txn, row, observer.column)
+        variant(CORRECT_RUN_OBSERVER,
+            ('''        txn.acknowledge(observer.ack_cell(row))
+        try:
+            observer.fn(txn, row, observer.column)
+        except Exception:
+            txn.abandon()
+            raise
+''',
+             '''        observer.fn(txn, row, observer.column)
         ack = observer.ack_cell(row)           # record that the work is done
         txn.writes[ack] = Mutation(ack, WriteKind.PUT, txn.start_ts)
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-''',
+''')),
         ANSWER),
     'forgets registered_ts (an old write triggers a new observer)': cell(
         '''
@@ -151,25 +156,12 @@ from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
-        '''
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column), txn.start_ts)
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        # acked.version is when the last run committed: anything before it is done
-        if acked.version is not None and notified[0] < acked.version:
-            return None
-        return notified[0]
+        variant(CORRECT_PENDING_NOTIFICATION,
+            ('''        if acked.value is not None and notified[0] < acked.value:
 ''',
+             '''        # acked.version is when the last run committed: anything before it is done
+        if acked.version is not None and notified[0] < acked.version:
+''')),
         CORRECT_RUN_OBSERVER,
         ANSWER),
     "gives up when the run's commit conflicts (no retry)": cell(
@@ -221,24 +213,11 @@ from percolator_ref import cleanup
 from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
-        '''
-def pending_notification(txn, observer, row):
-    ack = observer.ack_cell(row)
-    attempt = 0
-    while True:
-        with txn.session.row_transaction(observer.table, row, Step.OBSERVER_CHECK) as rt:
-            notified = rt.read(notify_col(observer.column))        # the latest notification
-            acked = txn.snapshot_read(rt, ack)
-        if acked.lock is not None:
-            cleanup.backoff_and_maybe_cleanup_lock(txn.session, ack, acked.lock, attempt)
-            attempt += 1
-            continue
-        if notified is None or notified[0] < observer.registered_ts:
-            return None
-        if acked.value is not None and notified[0] < acked.value:
-            return None
-        return notified[0]
+        variant(CORRECT_PENDING_NOTIFICATION,
+            ('''            notified = rt.read(notify_col(observer.column), txn.start_ts)
 ''',
+             '''            notified = rt.read(notify_col(observer.column))        # the latest notification
+''')),
         CORRECT_RUN_OBSERVER,
         ANSWER),
     'erases the notification before the run commits': cell(
@@ -326,24 +305,14 @@ from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception as exc:                 # keep the worker alive
-            print("observer failed:", exc)
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
+        variant(CORRECT_RUN_OBSERVER,
+            ('''        except Exception:
+            txn.abandon()
+            raise
 ''',
+             '''        except Exception as exc:                 # keep the worker alive
+            print("observer failed:", exc)
+''')),
         ANSWER),
     'retries the observer without checking the notification again': cell(
         '''
@@ -380,23 +349,17 @@ from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        notes = cluster.bigtable.versions(observer.table, row, notify_col(observer.column))
-        for ts, _ in notes:                      # every write gets its run
-            observer.fn(txn, row, observer.column)
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
+        variant(CORRECT_RUN_OBSERVER,
+            ('''        try:
 ''',
+             '''        notes = cluster.bigtable.versions(observer.table, row, notify_col(observer.column))
+        for ts, _ in notes:                      # every write gets its run
+'''),
+            ('''        except Exception:
+            txn.abandon()
+            raise
+''',
+             '''''')),
         ANSWER),
 }
 WRONG.update({
@@ -449,27 +412,21 @@ from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        look = cluster.begin(client=client)          # a cheap read-only look first
+        variant(CORRECT_RUN_OBSERVER,
+            ('''        txn = cluster.begin(client=client)
+        if pending_notification(txn, observer, row) is None:
+            txn.commit()
+''',
+             '''        look = cluster.begin(client=client)          # a cheap read-only look first
         if pending_notification(look, observer, row) is None:
             look.commit()
-            return False
+'''),
+            ('''            return False
+''',
+             '''            return False
         look.commit()
         txn = cluster.begin(client=client)           # it is pending: do the work
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-''',
+''')),
         ANSWER),
     "after its run commits, erases the notifications up to its commit timestamp": cell(
         '''
@@ -480,29 +437,15 @@ from percolator_ref.model import notify_col
 from percolator_ref.step import Step
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
-        if txn.commit(crash_after=crash_after):
+        variant(CORRECT_RUN_OBSERVER,
+            ('''        if txn.commit(crash_after=crash_after):
+''',
+             '''        if txn.commit(crash_after=crash_after):
             notify = notify_col(observer.column)     # tidy up: those are handled now
             for ts, _ in cluster.bigtable.versions(observer.table, row, notify):
                 if ts <= txn.commit_ts:
                     cluster.bigtable.erase(observer.table, row, notify, ts)
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-''',
+''')),
         ANSWER),
     "retries a lost commit by committing the same transaction again": cell(
         '''
@@ -563,27 +506,13 @@ from percolator_ref.step import Step
 from percolator_ref.transaction import Mutation
 ''',
         CORRECT_PENDING_NOTIFICATION,
-        '''
-def run_observer(cluster, observer, row, client=None, crash_after=None):
-    attempt = 0
-    while True:
-        txn = cluster.begin(client=client)
-        if pending_notification(txn, observer, row) is None:
-            txn.commit()
-            return False
-        txn.acknowledge(observer.ack_cell(row))
-        try:
-            observer.fn(txn, row, observer.column)
-        except Exception:
-            txn.abandon()
-            raise
+        variant(CORRECT_RUN_OBSERVER,
+            ('''            raise
+''',
+             '''            raise
         ack = observer.ack_cell(row)                 # done up to now, not just up to start_ts
         txn.writes[ack] = Mutation(ack, WriteKind.PUT, cluster.oracle.get_timestamp())
-        if txn.commit(crash_after=crash_after):
-            return True
-        txn.session.backoff(attempt)
-        attempt += 1
-''',
+''')),
         ANSWER),
 })
 

@@ -13,6 +13,19 @@ def record_trade(txn, broker, trade_id, amount):
     txn.set(f"{broker}/{trade_id}", "amount", amount, table=SIDE)
 '''
 
+CORRECT_AGGREGATE = '''
+def aggregate(cluster, broker):
+    t = cluster.begin()
+    pending = _pending(t, broker)
+    if not pending:
+        return 0
+    volume = t.get(broker, "volume", table=BROKERS) or 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
+    return len(pending) if t.commit() else 0
+'''
+
 CORRECT_BROKER_VOLUME = '''
 def broker_volume(txn, broker):
     return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
@@ -27,6 +40,15 @@ ANSWER = '''
 answer = SimpleNamespace(record_trade=record_trade, aggregate=aggregate, broker_volume=broker_volume)
 '''
 
+
+
+def variant(correct: str, *edits) -> str:
+    """``correct`` with each ``(old, new)`` edit made once: the wrong part, spelled out."""
+    for old, new in edits:
+        if correct.count(old) != 1:
+            raise ValueError(f"edit must match once: {old!r}")
+        correct = correct.replace(old, new, 1)
+    return correct
 
 
 def cell(*parts: str) -> str:
@@ -50,10 +72,11 @@ def record_trade(txn, broker, trade_id, amount):
 def aggregate(cluster, broker):
     return 0                                  # nothing to fold: the volume is always current
 ''',
-        '''
-def broker_volume(txn, broker):
-    return txn.get(broker, "volume", table=BROKERS) or 0
+        variant(CORRECT_BROKER_VOLUME,
+            ('''    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
 ''',
+             '''    return txn.get(broker, "volume", table=BROKERS) or 0
+''')),
         ANSWER),
     'reads the broker row in every trade (to store a running total with it)': cell(
         '''
@@ -96,16 +119,11 @@ SIDE, BROKERS = "broker_updates", "brokers"
 ''',
         CORRECT_RECORD_TRADE,
         CORRECT_PENDING,
-        '''
-def aggregate(cluster, broker):
-    t = cluster.begin()
-    pending = _pending(t, broker)
-    if not pending:
-        return 0
-    volume = t.get(broker, "volume", table=BROKERS) or 0
-    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
-    return len(pending) if t.commit() else 0
+        variant(CORRECT_AGGREGATE,
+            ('''    for row, column, _ in pending:
+        t.delete(row, column, table=SIDE)
 ''',
+             '''''')),
         CORRECT_BROKER_VOLUME,
         ANSWER),
     'folds in one transaction, then deletes what a new scan finds': cell(
@@ -172,18 +190,13 @@ def _pending(txn, broker):
     return [(row, column, value) for row, column, value in txn.scan(SIDE)
             if row.startswith(broker)]
 ''',
-        '''
-def aggregate(cluster, broker):
-    t = cluster.begin()
-    pending = _pending(t, broker)
-    if not pending:
-        return 0
-    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
-          + sum(v for _, _, v in pending), table=BROKERS)
-    for row, column, _ in pending:
-        t.delete(row, column, table=SIDE)
-    return len(pending) if t.commit() else 0
+        variant(CORRECT_AGGREGATE,
+            ('''    volume = t.get(broker, "volume", table=BROKERS) or 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
 ''',
+             '''    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+''')),
         CORRECT_BROKER_VOLUME,
         ANSWER),
     'reports only the folded volume (pending trades ignored)': cell(
@@ -193,22 +206,22 @@ from types import SimpleNamespace
 SIDE, BROKERS = "broker_updates", "brokers"
 ''',
         CORRECT_RECORD_TRADE,
-        '''
-def aggregate(cluster, broker):
-    t = cluster.begin()
-    pending = t.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
-    if not pending:
-        return 0
-    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+        variant(CORRECT_AGGREGATE,
+            ('''    pending = _pending(t, broker)
+''',
+             '''    pending = t.scan(SIDE, start_row=f"{broker}/", end_row=f"{broker}0")
+'''),
+            ('''    volume = t.get(broker, "volume", table=BROKERS) or 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
+''',
+             '''    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
           + sum(v for _, _, v in pending), table=BROKERS)
-    for row, column, _ in pending:
-        t.delete(row, column, table=SIDE)
-    return len(pending) if t.commit() else 0
+''')),
+        variant(CORRECT_BROKER_VOLUME,
+            ('''    return (txn.get(broker, "volume", table=BROKERS) or 0) + sum(v for _, _, v in _pending(txn, broker))
 ''',
-        '''
-def broker_volume(txn, broker):
-    return txn.get(broker, "volume", table=BROKERS) or 0      # the aggregator keeps it current
-''',
+             '''    return txn.get(broker, "volume", table=BROKERS) or 0      # the aggregator keeps it current
+''')),
         ANSWER),
     'reads in one transaction and writes the new volume in another': cell(
         '''
@@ -349,18 +362,13 @@ SIDE, BROKERS = "broker_updates", "brokers"
 ''',
         CORRECT_RECORD_TRADE,
         CORRECT_PENDING,
-        '''
-def aggregate(cluster, broker):
-    t = cluster.begin()
-    pending = _pending(t, broker)
-    if not pending:
-        return 0
-    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
-          + sum(v for _, _, v in pending), table=BROKERS)
-    for row, column, _ in pending:
-        t.delete(row, column, table=SIDE)
-    return len(pending) if t.commit() else 0
+        variant(CORRECT_AGGREGATE,
+            ('''    volume = t.get(broker, "volume", table=BROKERS) or 0
+    t.set(broker, "volume", volume + sum(v for _, _, v in pending), table=BROKERS)
 ''',
+             '''    t.set(broker, "volume", (t.get(broker, "volume", table=BROKERS) or 0)
+          + sum(v for _, _, v in pending), table=BROKERS)
+''')),
         '''
 def broker_volume(txn, broker):
     folded = txn.get(broker, "volume", table=BROKERS) or 0

@@ -2,7 +2,41 @@
 
 Each value is the whole answer cell. tests/test_grading_catalogue.py grades
 every one through the sandbox: each must fail at least one check.
+
+The parts a wrong answer gets right are written once (``CORRECT_*``: read both
+balances, refuse an overdraft of the total, withdraw, write what was read to
+materialise the conflict); most entries spell out only the part they get wrong
+(:func:`_answer`); the few whose whole shape is the misconception are written out.
 """
+import textwrap
+
+CORRECT_READ = '''\
+other = "savings" if account == "checking" else "checking"
+mine = txn.get(customer, account) or 0
+theirs = txn.get(customer, other) or 0
+'''
+
+CORRECT_CHECK = '''\
+if mine + theirs < amount:
+    return False
+'''
+
+CORRECT_WITHDRAW = '''\
+txn.set(customer, account, mine - amount)
+'''
+
+CORRECT_CONFLICT = '''\
+txn.set(customer, other, theirs)
+'''
+
+
+def _answer(read=CORRECT_READ, check=CORRECT_CHECK, withdraw=CORRECT_WITHDRAW,
+            conflict=CORRECT_CONFLICT, before="") -> str:
+    """A whole answer cell: ``withdraw`` with the student's parts (``before``: module code)."""
+    body = "".join(textwrap.dedent(part) for part in (read, check, withdraw, conflict))
+    return ("\n" + before + "def withdraw(txn, customer, account, amount):\n"
+            + textwrap.indent(body + "return True\n", " " * 4))
+
 
 WRONG = {
     "checks the total but writes only its own account (write skew)": '''
@@ -15,39 +49,20 @@ def withdraw(txn, customer, account, amount):
     txn.set(customer, account, balance - amount)
     return True
 ''',
-    "reads a guard cell to 'lock' the customer, but never writes it": '''
-def withdraw(txn, customer, account, amount):
-    txn.get(customer, "guard")                 # reading it makes the two withdrawals conflict
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    return True
-''',
-    "materialises the conflict in a guard cell of the account it withdraws from": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    txn.set(customer, account + "_guard", txn.start_ts)      # lock my account
-    return True
-''',
-    "materialises the conflict in one bank-wide cell": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    txn.set("bank", "last_withdrawal", txn.start_ts)       # every withdrawal writes this
-    return True
-''',
+
+    "reads a guard cell to 'lock' the customer, but never writes it": _answer(read='''\
+txn.get(customer, "guard")                 # reading it makes the two withdrawals conflict
+other = "savings" if account == "checking" else "checking"
+mine = txn.get(customer, account) or 0
+theirs = txn.get(customer, other) or 0
+''', conflict=""),
+    "materialises the conflict in a guard cell of the account it withdraws from": _answer(
+        conflict='''\
+txn.set(customer, account + "_guard", txn.start_ts)      # lock my account
+'''),
+    "materialises the conflict in one bank-wide cell": _answer(conflict='''\
+txn.set("bank", "last_withdrawal", txn.start_ts)       # every withdrawal writes this
+'''),
     "only lets an account pay for itself": '''
 def withdraw(txn, customer, account, amount):
     mine = txn.get(customer, account) or 0
@@ -58,17 +73,10 @@ def withdraw(txn, customer, account, amount):
     txn.set(customer, other, txn.get(customer, other) or 0)
     return True
 ''',
-    "writes the guard cell before checking the total": '''
-def withdraw(txn, customer, account, amount):
-    txn.set(customer, "guard", txn.start_ts)        # materialise the conflict first, always
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    return True
-''',
+
+    "writes the guard cell before checking the total": _answer(read='''\
+txn.set(customer, "guard", txn.start_ts)        # materialise the conflict first, always
+''' + CORRECT_READ, conflict=""),
     "writes the new balances, then checks them": '''
 def withdraw(txn, customer, account, amount):
     other = "savings" if account == "checking" else "checking"
@@ -80,96 +88,51 @@ def withdraw(txn, customer, account, amount):
         return False                                # the caller will not commit it
     return True
 ''',
-    "refuses when the total would drop to exactly 0": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs <= amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    txn.set(customer, other, theirs)
-    return True
-''',
-    "assumes both balances exist": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine, theirs = txn.get(customer, account), txn.get(customer, other)
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    txn.set(customer, other, theirs)
-    return True
-''',
-    "takes the shortfall from the other account (overdraft protection)": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    take = min(mine, amount) if mine > 0 else 0
-    txn.set(customer, account, mine - take)
-    txn.set(customer, other, theirs - (amount - take))
-    return True
-''',
+
+    "refuses when the total would drop to exactly 0": _answer(check='''\
+if mine + theirs <= amount:
+    return False
+'''),
+    "assumes both balances exist": _answer(read='''\
+other = "savings" if account == "checking" else "checking"
+mine, theirs = txn.get(customer, account), txn.get(customer, other)
+'''),
+    "takes the shortfall from the other account (overdraft protection)": _answer(
+        withdraw='''\
+take = min(mine, amount) if mine > 0 else 0
+txn.set(customer, account, mine - take)
+txn.set(customer, other, theirs - (amount - take))
+''', conflict=""),
 }
 
 
 # More misconceptions that show only in an interleaving: each withdraw keeps the total >= 0
 # whenever the withdrawals run one after the other.
 WRONG.update({
-    "writes the guard cell only the first time (once it exists, it is there)": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    if txn.get(customer, "guard") is None:     # create the guard cell that serialises us
-        txn.set(customer, "guard", txn.start_ts)
-    return True
-''',
-    "names the guard cell after the amount (two equal withdrawals conflict)": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    txn.set(customer, f"guard_{amount}", txn.start_ts)    # the same withdrawal twice: one aborts
-    return True
-''',
-    "materialises the conflict only when the total left would be small": '''
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    if mine + theirs - amount < 100:            # plenty left: no other withdrawal can hurt
-        txn.set(customer, other, theirs)
-    return True
-''',
-    "remembers which customers already have a guard cell and writes it only once": '''
+    "writes the guard cell only the first time (once it exists, it is there)": _answer(
+        conflict='''\
+if txn.get(customer, "guard") is None:     # create the guard cell that serialises us
+    txn.set(customer, "guard", txn.start_ts)
+'''),
+    "names the guard cell after the amount (two equal withdrawals conflict)": _answer(
+        conflict='''\
+txn.set(customer, f"guard_{amount}", txn.start_ts)    # the same withdrawal twice: one aborts
+'''),
+    "materialises the conflict only when the total left would be small": _answer(
+        conflict='''\
+if mine + theirs - amount < 100:            # plenty left: no other withdrawal can hurt
+    txn.set(customer, other, theirs)
+'''),
+    "remembers which customers already have a guard cell and writes it only once": _answer(
+        before='''\
 GUARDED = set()          # customers whose guard cell exists already
 
 
-def withdraw(txn, customer, account, amount):
-    other = "savings" if account == "checking" else "checking"
-    mine = txn.get(customer, account) or 0
-    theirs = txn.get(customer, other) or 0
-    if mine + theirs < amount:
-        return False
-    txn.set(customer, account, mine - amount)
-    if customer not in GUARDED:
-        txn.set(customer, "guard", txn.start_ts)      # now withdrawals of it conflict
-        GUARDED.add(customer)
-    return True
-''',
+''', conflict='''\
+if customer not in GUARDED:
+    txn.set(customer, "guard", txn.start_ts)      # now withdrawals of it conflict
+    GUARDED.add(customer)
+'''),
 })
 
 INTERLEAVING = {
