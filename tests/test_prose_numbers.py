@@ -224,17 +224,9 @@ PUZZLE = re.compile(r"\*\*A scenario to reason with\b.*", re.S)
 _SHOWN = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?!\w)")
 
 # Numbers the owners of these texts have yet to bind (run them in the worked example, or mark
-# the table as a puzzle): each must still be found, so the list can only shrink.
-PENDING = {
-    "02_prewrite.ipynb": {"$3", "$9", "$10", "0"},     # Figure 4's cells, not run; "scores 0"
-                                                       # ("$10" was matched only by the old
-                                                       # "10/10 checks passed" until 11 checks)
-    "03_commit.ipynb": {"0"},                          # "scores 0" (exercise: no 0 in its code)
-    "04_cleanup.ipynb": {"0", "1"},                    # attempt "(0, 1, ...)"; "scores 0"
-    "05_timestamp_oracle.ipynb": {"201", "202", "301", "0"},   # the intro's range table, not run
-    "07_broker_hotspot.ipynb": {"130"},                # the intro's side-table example, not run
-    "08_write_skew.ipynb": {"−20", "−70"},             # the write-skew table: the run shows the total
-}
+# the table as a puzzle): each must still be found, so the list can only shrink. Empty now: every
+# exercise's numbers are run, recorded, the paper's or a puzzle's; add none.
+PENDING: dict = {}
 
 
 def shown_by_code(nb: dict) -> list:
@@ -265,13 +257,13 @@ def test_every_number_of_an_exercise_is_run_recorded_or_a_puzzle(path):
     assert unbound(found) <= pending, sorted(unbound(found) - pending)
 
 
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_pending_numbers_are_still_there(name):
-    stale = set(PENDING[name])
-    for path in EXERCISES:
-        if path.name == name:
-            stale -= unbound(exercise_problems(json.loads(path.read_text()), name))
-    assert not stale, f"{name}: bound now, remove from PENDING: {sorted(stale)}"
+def test_pending_numbers_are_still_there():
+    for name in sorted(PENDING):
+        stale = set(PENDING[name])
+        for path in EXERCISES:
+            if path.name == name:
+                stale -= unbound(exercise_problems(json.loads(path.read_text()), name))
+        assert not stale, f"{name}: bound now, remove from PENDING: {sorted(stale)}"
 
 
 def test_the_convention_is_used():

@@ -265,3 +265,31 @@ def test_interval95_and_a_slower_oracle():
     assert slower_oracle(cal, 1) is cal                        # 1x: the measured oracle, as named
     with pytest.raises(ValueError, match="factor"):
         slower_oracle(cal, 0.5)
+
+
+def test_single_seed_runs_merge_into_the_several_seeds_result(capsys, calibration_file, tmp_path):
+    args = ("--machines", "1,2", "--reference-machines", "1")
+    together = scale(capsys, calibration_file, *args, "--seeds", "3")
+    files = []
+    for seed in (2, 0, 1):                                   # any order
+        files.append(tmp_path / f"seed{seed}.json")
+        files[-1].write_text(json.dumps(scale(capsys, calibration_file, *args, "--seed", str(seed))))
+    assert main(["scale", "--json", "--merge", *map(str, files)]) == 0
+    merged = json.loads(capsys.readouterr().out)
+    assert merged.pop("wall_seconds") and together.pop("wall_seconds")   # timings differ
+    assert merged == together
+
+
+def test_merge_refuses_runs_of_different_sweeps(capsys, calibration_file, tmp_path):
+    runs = {name: scale(capsys, calibration_file, "--machines", "1,2", "--reference-machines", "1",
+                        *extra) for name, extra in (("s0", ["--seed", "0"]), ("s2", ["--seed", "2"]),
+                                                    ("hot", ["--seed", "1", "--no-broker-fix"]))}
+    for name, run in runs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(run))
+    for pair, named in ((("s0", "s2"), "seed 2 is where seed 1"), (("s0", "hot"), "other settings: broker_fix"),
+                        (("s0",), "two or more")):
+        assert main(["scale", "--json", "--merge", *(str(tmp_path / f"{n}.json") for n in pair)]) == 2
+        assert named in capsys.readouterr().err
+    assert main(["scale", "--merge", str(tmp_path / "none.json"), str(tmp_path / "s0.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--merge" in err and "none.json" in err

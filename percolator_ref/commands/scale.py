@@ -57,6 +57,10 @@ def register(subparsers) -> None:
                         "when the greenlet package is installed; the results are the same)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--merge", nargs="+", metavar="FILE", default=None,
+                   help="run nothing: pool the JSON outputs of single-seed runs of one sweep "
+                        "(--seed k, k + 1, ...; same sizes and settings) into the result "
+                        "--seeds N gives, so a long sweep can run one seed at a time")
     p.set_defaults(func=run)
 
 
@@ -146,9 +150,34 @@ def calibration_of(args, progress: bool):
     return calibration.measure()
 
 
+def merged(args) -> int:
+    """``--merge``: the several-seeds result of single-seed outputs (errors name the file)."""
+    from ..sim.seeds import merge_seed_runs
+    runs = []
+    try:
+        for path in args.merge:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    runs.append(json.load(f))
+            except (OSError, ValueError) as e:
+                raise ValueError(f"--merge {path}: {e}") from None
+            if not isinstance(runs[-1], dict) or "settings" not in runs[-1]:
+                raise ValueError(f"--merge {path}: not the JSON output of percolator scale")
+        result = merge_seed_runs(runs)
+    except (KeyError, TypeError, ValueError) as e:
+        return refuse("scale", ValueError(f"--merge: {e}" if "--merge" not in str(e) else e))
+    if args.json:
+        print(json.dumps(result, sort_keys=True))
+    else:
+        print_table(result)
+    return 0 if result["invariants_ok"] else 1
+
+
 def run(args) -> int:
     from ..sim.scaling import sweep
     from ..sim.seeds import slower_oracle, sweep_seeds
+    if args.merge is not None:
+        return merged(args)
     progress = not args.no_progress
     try:
         sizes = parse_sizes(args.machines, args.quick)

@@ -70,3 +70,41 @@ def sweep_seeds(sizes: list, settings: ScaleSettings, calibration: Calibration, 
             "per_seed": {str(n): per_size[n] for n in ordered},
             "settings": asdict(settings), "seeds": seeds,
             "wall_seconds": [sum(r["wall_seconds"][i] for r in runs) for i in range(len(ordered))]}
+
+
+def merge_seed_runs(runs: list) -> dict:
+    """One several-seeds result from single-seed sweeps run apart: exactly what
+    :func:`sweep_seeds` (and ``percolator scale --seeds N``) gives for those seeds.
+
+    ``runs``: the outputs of ``percolator scale --json --seed s`` for s = k, k + 1, ...,
+    k + N - 1 (any order), with the same sizes, settings, oracle slowdown and calibration, so
+    a sweep too long for one sitting can run one seed at a time. Raises ``ValueError`` naming
+    what differs."""
+    if len(runs) < 2:
+        raise ValueError(f"runs: two or more single-seed runs are needed, got {len(runs)}")
+    if any("per_seed" in r for r in runs):
+        raise ValueError("runs: each must be a single-seed run (no per_seed)")
+    runs = sorted(runs, key=lambda r: r["settings"]["seed"])
+    first = runs[0]
+    for s, r in enumerate(runs):
+        seed = r["settings"]["seed"]
+        if seed != first["settings"]["seed"] + s:
+            raise ValueError(f"runs: the seeds must be consecutive; seed {seed} is where seed "
+                             f"{first['settings']['seed'] + s} should be")
+        other = sorted(k for k in r["settings"] if k != "seed"
+                       and r["settings"][k] != first["settings"].get(k))
+        if other:
+            raise ValueError(f"runs: seed {seed} has other settings: {', '.join(other)}")
+        for key in ("oracle_slowdown", "calibration"):
+            if r[key] != first[key]:
+                raise ValueError(f"runs: seed {seed} has another {key}")
+        if [p["machines"] for p in r["points"]] != [p["machines"] for p in first["points"]]:
+            raise ValueError(f"runs: seed {seed} has other sizes")
+    sizes = [p["machines"] for p in first["points"]]
+    per_size = {n: [r["points"][i] for r in runs] for i, n in enumerate(sizes)}
+    points = [pooled(n, per_size[n]) for n in sizes]
+    return {"points": points, "per_seed": {str(n): per_size[n] for n in sizes},
+            "settings": first["settings"], "seeds": len(runs),
+            "wall_seconds": [sum(r["wall_seconds"][i] for r in runs) for i in range(len(sizes))],
+            "oracle_slowdown": first["oracle_slowdown"], "calibration": first["calibration"],
+            "invariants_ok": all(p["invariants_ok"] for p in points)}
