@@ -399,12 +399,21 @@ def _judge(w, clients) -> None:
     writer = clients["W"]
     records = history_with(w, {clients["R"]: list(zip([Cell(TABLE, *c) for c in CELLS], values))})
     settled_invariants(w, records)
-    if not writer.crashed and writer.timestamps:
-        committed = commit_of(w, BOB, writer.timestamps[0]) is not None
-        require(writer.answer == {"value": committed},
-                f"W (start_ts {writer.timestamps[0]}) answered {said(writer.answer)} but "
-                f"{'committed' if committed else 'did not commit'} in the store")
+    writer_answered(w, writer)
     judge_history(records)
+
+
+def writer_answered(w, writer, when: str = "") -> None:
+    """The grader's writer W, unless it crashed, took a start timestamp and answered
+    commit() with what its primary says (an answer that is missing or raised fails: a run
+    in which W did nothing judges nothing)."""
+    if writer.crashed:
+        return
+    require(writer.timestamps, f"W never took a start timestamp; it {said(writer.answer)}")
+    committed = commit_of(w, BOB, writer.timestamps[0]) is not None
+    require(writer.answer == {"value": committed},
+            f"W (start_ts {writer.timestamps[0]}) answered {said(writer.answer)}{when} but "
+            f"{'committed' if committed else 'did not commit'} in the store")
 
 
 def commit_of(w, cell: Cell, start: int):
