@@ -4,6 +4,7 @@
 #   make lite         build/lite/: the kit as a static JupyterLite site (Pyodide, offline)
 #   make serve-lite   serve build/lite on http://127.0.0.1:8000 (loopback only)
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
+#   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
 #   make test         make lite, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
@@ -19,7 +20,7 @@ SYSTEM_PKGS := chromium redis-server
 # Extra pytest arguments, e.g. make test PYTEST_ARGS='-m "not slow"'
 PYTEST_ARGS ?=
 
-.PHONY: venv lab lite serve-lite bench-lite test secret-sweep system-deps clean
+.PHONY: venv lab lite serve-lite bench-lite grade-bench test secret-sweep system-deps clean
 
 venv: $(STAMP)
 
@@ -54,6 +55,10 @@ serve-lite: lite
 
 bench-lite: lite
 	$(BIN)/python lite/bench.py
+
+# Issue 19's figure: every check and schedule of 200 sandboxed gradings (minutes).
+grade-bench: venv
+	$(BIN)/python -m percolator_ref grade-bench --per-exercise 25 -j 2
 
 # pytest exits 5 when it collects nothing; that is not a failure while a
 # notebook folder is still empty. nbval runs only over folders that hold

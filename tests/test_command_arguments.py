@@ -60,6 +60,10 @@ BAD = [
     ("grade x.ipynb --jobs 0", "--jobs"), ("grade x.ipynb --timeout nan", "--timeout"),
     ("grade x.ipynb --memory 1e12", "--memory"),
     ("grade x.ipynb --scenario-timeout inf", "--scenario-timeout"),
+    # grade-bench
+    ("grade-bench --jobs 0", "--jobs"), ("grade-bench --per-exercise 0", "--per-exercise"),
+    ("grade-bench --per-exercise 1e9", "--per-exercise"),
+    ("grade-bench --catalogue /nonexistent", "--catalogue"),
 ]
 
 

@@ -8,6 +8,7 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
 from percolator_ref.grading.grader import Limits, grade
+from percolator_ref.grading.interactive import self_check
 from grading_helpers import load_catalogue, solution_answer, student_notebook
 
 CONVERTED = [n for n in sorted(grading.MODULES)
@@ -34,7 +35,9 @@ def test_solution_passes_every_check_in_the_sandbox(n, tmp_path):
 
 
 @pytest.mark.parametrize("n,name", CASES, ids=[f"ex{n}-{name[:40]}" for n, name in CASES])
-def test_wrong_answer_fails_a_check(n, name, tmp_path):
+def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, tmp_path):
+    """Graded once through the sandbox; then the notebook's own self-check, in this
+    process, runs the checks the grade failed, and must fail each of them too."""
     answer = load_catalogue(n)[name]
     g = grade(student_notebook(tmp_path / "wrong.ipynb", n, answer), limits=LIMITS)
     assert g.problems == [], g.summary()           # it ran: the checks caught it, not a crash
@@ -42,14 +45,18 @@ def test_wrong_answer_fails_a_check(n, name, tmp_path):
     assert failed, f"survived: {name}\n{g.summary()}"
     for r in failed:                                # feedback is a sentence, not a bare error
         assert len(r.reason) > 30 and "Traceback" not in r.reason
-
-
-@pytest.mark.parametrize("n,name", CASES, ids=[f"ex{n}-{name[:40]}" for n, name in CASES])
-def test_wrong_answer_fails_the_notebooks_own_check_too(n, name):
     namespace = {}
-    exec(compile(load_catalogue(n)[name], "<answer>", "exec"), namespace)
+    exec(compile(answer, "<answer>", "exec"), namespace)
     spec = grading.exercise(n).exercise
-    assert not grading.check(n, namespace[spec.answer]).passed
+    impl = namespace[spec.answer]
+    if spec.interactive:
+        own = self_check(spec, impl, only={r.name for r in failed})
+        assert [r.name for r in own.results] == [r.name for r in failed]
+    else:
+        own = grading.check(n, impl)
+    mine = {r.name: r.passed for r in own.results}
+    assert not any(mine[r.name] for r in failed), f"the self-check passed what the grade failed: " \
+                                                  f"{name}\n{own}"
 
 
 def instructor_table() -> dict:
@@ -66,3 +73,23 @@ def test_instructor_page_counts_are_the_real_ones():
     real = {n: (len(grading.exercise(n).exercise), len(load_catalogue(n)), len(load_catalogue(n)))
             for n in CONVERTED}
     assert stated == real        # every wrong answer is caught: the tests above prove it
+
+
+def test_grade_bench_writes_a_class_of_right_and_wrong_notebooks(tmp_path):
+    """`percolator grade-bench`'s class: N per exercise, right and wrong mixed, each notebook
+    holding the answer it claims (the timing itself is the command's, not a test's)."""
+    import nbformat
+    from percolator_ref.commands.grade_bench import make_class
+    from percolator_ref.grading.answers import answer_cell_ids
+    from grading_helpers import REPO, pristine_path
+    expected = make_class(tmp_path, REPO / "tests" / "wrong_answers", 3)
+    assert len(expected) == 3 * len(grading.MODULES)
+    for path, right in expected.items():
+        n = int(path.name[2:4])
+        ids = answer_cell_ids(nbformat.read(pristine_path(n), as_version=4), n)
+        nb = nbformat.read(path, as_version=4)
+        source = next(c.source for c in nb.cells if c.get("id") in ids)
+        answers = set(load_catalogue(n).values())
+        assert (source == solution_answer(n)) == right
+        assert right or source in answers
+    assert sum(expected.values()) == 2 * len(grading.MODULES)

@@ -40,6 +40,7 @@ class Report:
     title: str
     results: list = field(default_factory=list)
     self_check: bool = False      # the notebook's own run (not the grade)
+    bound: str = ""               # a self-check that ran less than the grader: what it ran
 
     @property
     def passed(self) -> bool:
@@ -54,7 +55,10 @@ class Report:
 
     def __str__(self):
         lines = [f"Exercise {self.exercise}: {self.title}"]
-        if self.self_check:
+        if self.self_check and self.bound:
+            lines.append(f"  (self-check: the grader's checks, run in this notebook; {self.bound}; "
+                         f"the grade is computed by the grader)")
+        elif self.self_check:
             lines.append("  (self-check: the grader's checks and schedules, run in this notebook; "
                          "the grade is computed by the grader)")
         for r in self.results:

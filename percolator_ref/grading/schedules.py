@@ -38,10 +38,21 @@ class Chooser:
     last: Optional[str] = None
     switches: int = 0
     crashed: int = 0
+    seen: Optional[dict] = None                      # shared by the runs of one exploration
+    limit: Optional[int] = None                      # steps of the shortest failure so far
 
-    def choose(self, ready: list):
-        """``("go" or "crash", client)`` for this decision point."""
+    def choose(self, ready: list, world=None):
+        """``("go" or "crash", client)`` for this decision point.
+
+        With ``world`` (its ``log`` of steps, its ``fingerprint()``): :class:`Merged`
+        when this run is already longer than the shortest failure found, or when an
+        earlier run met this state with no more steps and no more of the bounds used.
+        """
         i = len(self.taken)
+        if world is not None and self.limit is not None and len(world.log) > self.limit:
+            raise Merged()
+        if world is not None and self.seen is not None and i >= len(self.prefix):
+            self.visit(world.fingerprint(), len(world.log))
         opts = [("go", c.label) for c in ready] + [("crash", c.label) for c in ready if c.crashable]
         stay = ("go", self.last)
         default = stay if stay in opts else opts[0]
@@ -55,6 +66,18 @@ class Chooser:
         if choice[0] == "go":
             self.last = choice[1]
         return choice[0], next(c for c in ready if c.label == choice[1])
+
+    def visit(self, fingerprint, steps: int) -> None:
+        """Remember this decision point; :class:`Merged` if an earlier run met the same one
+        (same state, same last client) after no more steps, preemptions and crashes: that
+        run's subtree holds every schedule of this one's, each no longer."""
+        if fingerprint is None:
+            return
+        mine = (self.switches, self.crashed, steps)
+        budgets = self.seen.setdefault((fingerprint, self.last), [])
+        if any(all(a <= b for a, b in zip(earlier, mine)) for earlier in budgets):
+            raise Merged()
+        budgets.append(mine)
 
     def alternatives(self, i: int, preemptions: int, crashes: int) -> list:
         """Prefixes that branch at decision ``i`` within the bounds."""
@@ -72,13 +95,20 @@ class Chooser:
         return out
 
 
+class Merged(Exception):
+    """Stop this run here: its every continuation is covered by an earlier run's subtree
+    (a state met before), or is longer than the shortest failure found."""
+
+
 LOOPED = "the clients (or a reader after them) ran "
+MERGED = object()
 
 
 @dataclass
 class Outcome:
     """What exploring a family found: how many schedules ran, the shortest failure."""
     runs: int = 0
+    merged: int = 0
     failure: Optional[str] = None
     schedule: tuple = ()
     steps: list = field(default_factory=list)
@@ -92,18 +122,29 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
             max_runs: int = 5000) -> Outcome:
     """Run every schedule within the bounds; keep the shortest failing one.
 
+    Two prunings keep that exact: a run stops (:class:`Merged`) where it meets a
+    decision point that an earlier run met in the same state with no more steps
+    and no more of the bounds spent (the earlier run's subtree holds every
+    continuation, each no longer), and once it is longer than the shortest
+    failure found so far (no continuation can be shorter).
+
     ``run(chooser, record) -> (failure sentence or None, log of steps)``; ``record``:
     keep the cells after each step (only for the failure reported). A time
     limit or a protocol violation stops the search at once (it is the
     failure).
     """
-    outcome, todo = Outcome(), [()]
+    outcome, todo, seen = Outcome(), [()], {}
     while todo:
         if outcome.runs >= max_runs:
             raise RuntimeError(f"internal: more than {max_runs} schedules: bound the family")
-        chooser = Chooser(tuple(todo.pop()))
+        limit = len(outcome.steps) if outcome.failure is not None else None
+        chooser = Chooser(tuple(todo.pop()), seen=seen, limit=limit)
         failure, steps = run(chooser, False)
-        outcome.runs += 1
+        if failure is MERGED:
+            outcome.merged += 1
+            failure = None
+        else:
+            outcome.runs += 1
         if failure is not None and _shorter(steps, chooser.taken, outcome):
             outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
         if failure is not None and failure.startswith(LOOPED):
@@ -140,6 +181,8 @@ def judged_run(world_factory: Callable, family: Callable, judge: Callable):
             return str(exc), w.log
         except BudgetExceeded as exc:
             return LOOPED + str(exc), w.log
+        except Merged:
+            return MERGED, w.log
         except (CheckTimeout, Violation):
             raise
         finally:

@@ -93,6 +93,7 @@ class Client:
     pending: Optional[dict] = None
     done: bool = False
     crashed: bool = False
+    heard: list = field(default_factory=list)       # every message the world sent it, in order
 
     @property
     def answer(self):
@@ -125,6 +126,7 @@ class TrustedWorld(World):
         self.doomed: set = set()
         self.messages = 0
         hub.trusted.history = self.cluster.history
+        self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
 
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
@@ -139,8 +141,8 @@ class TrustedWorld(World):
         """Start a client; it runs until its first scheduled request (or its answer)."""
         c = Client(next(self.hub.cids), p.label, p.host, p.crashable)
         self.clients[c.cid] = c
-        self.hub.send(p.host, {"cid": c.cid, "op": "spawn", "role": p.role,
-                               "args": encode(list(p.args)), "ttl": self.ttl})
+        self.tell(c, {"op": "spawn", "role": p.role, "args": encode(list(p.args)),
+                      "ttl": self.ttl})
         self.drive(c)
         return c
 
@@ -148,16 +150,15 @@ class TrustedWorld(World):
         """A student client built by ``role``, served alone until it answers."""
         c = Client(next(self.hub.cids), label, "student")
         self.clients[c.cid] = c
-        self.hub.send("student", {"cid": c.cid, "op": "spawn", "role": role,
-                                  "args": encode(list(args)), "ttl": self.ttl})
+        self.tell(c, {"op": "spawn", "role": role, "args": encode(list(args)), "ttl": self.ttl})
         self.drive(c, alone=True)
         return c
 
     def call(self, c: Client, method: str, *args, **kwargs) -> dict:
         """Run ``method`` on client ``c``, serving all its requests; its outcome."""
         c.done = False
-        self.hub.send(c.host, {"cid": c.cid, "op": "call", "method": method,
-                               "args": encode(list(args)), "kwargs": encode(kwargs)})
+        self.tell(c, {"op": "call", "method": method, "args": encode(list(args)),
+                      "kwargs": encode(kwargs)})
         self.drive(c, alone=True)
         return c.answer
 
@@ -206,8 +207,15 @@ class TrustedWorld(World):
             raise Violation(f"more than {MAX_MESSAGES} requests (an endless retry loop?)")
 
     # -- serving one request ---------------------------------------------------------
+    def tell(self, c: Client, msg: dict) -> None:
+        """Send ``msg`` to client ``c``, and remember it: a client is a function of what it
+        heard, so its history stands for its state in :meth:`fingerprint`."""
+        c.heard.append(repr(msg))
+        msg["cid"] = c.cid
+        self.hub.send(c.host, msg)
+
     def reply(self, c: Client, value) -> None:
-        self.hub.send(c.host, {"cid": c.cid, "op": "reply", "value": encode(value)})
+        self.tell(c, {"op": "reply", "value": encode(value)})
 
     def serve(self, c: Client, msg: dict) -> None:
         op = msg["op"]
@@ -289,7 +297,7 @@ class TrustedWorld(World):
     def fail(self, c: Client, exc: Exception) -> None:
         """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable)."""
         self.note(c, f"met a store failure ({exc})")
-        self.hub.send(c.host, {"cid": c.cid, "op": "fail", "text": str(exc)[:300]})
+        self.tell(c, {"op": "fail", "text": str(exc)[:300]})
 
     def doom(self, c: Client) -> None:
         """``c`` crashes right after the row transaction being applied (an interceptor's use)."""
@@ -355,7 +363,7 @@ class TrustedWorld(World):
             ready = [c for c in clients if c.pending is not None]
             if not ready:
                 return clients
-            action, c = chooser.choose(ready)
+            action, c = chooser.choose(ready, self)
             if action == "crash":
                 self.crash_client(c)
             else:
@@ -363,11 +371,35 @@ class TrustedWorld(World):
                 self.serve(c, msg)
                 self.drive(c)
 
+    def fingerprint(self):
+        """Everything the rest of a run depends on, hashable; None where unknown.
+
+        Two decision points with equal fingerprints have the same futures: the
+        cells, the clock, the oracle, the lock service's tokens (the channel
+        reaches no other lock-service state) and the history are equal,
+        and each client heard the same messages (a client is a function of what
+        it heard; a crashed or finished one never runs again). The history is
+        kept as which transactions began, in order: what a record holds is what
+        its client heard (a crashed client's thread may still be closing its
+        record, so the rest is not read here). A world with
+        interceptors of its own (a check's hook has hidden state) or a subclass
+        with state of its own gives None: such a run is never merged with another.
+        """
+        if type(self) is not TrustedWorld or tuple(self.cluster.bigtable.interceptors) != self.guards:
+            return None
+        cells = self.cluster.bigtable.dump()
+        rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
+                      for r, cols in by_row.items())
+        begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
+        return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
+                tuple(self.cluster.lockservice.tokens().items()), begun,
+                tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
+
     def close(self) -> None:
         """End every client thread that is still waiting for calls."""
         for c in self.clients.values():
             if not c.crashed:
-                self.hub.send(c.host, {"cid": c.cid, "op": "bye"})
+                self.tell(c, {"op": "bye"})
         self.clients.clear()
 
     def crash_client(self, c: Client) -> None:
@@ -375,7 +407,7 @@ class TrustedWorld(World):
         c.crashed, c.pending = True, None
         for name in sorted(c.names):
             self.cluster.lockservice.crash(name)
-        self.hub.send(c.host, {"cid": c.cid, "op": "gone"})
+        self.tell(c, {"op": "gone"})
         if c.host == "trusted" and not self.hub.trusted.stopped(
                 c.cid, max(self.deadline - time.monotonic(), 0)):
             self.hub.broken = "timeout"          # its record is still being written: no verdict
