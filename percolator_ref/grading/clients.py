@@ -179,7 +179,6 @@ class ClientHost:
         self.greenlets = greenlets
         self.inboxes: dict = {}
         self.stacks: dict = {}           # greenlets=True: each client's greenlet
-        self.threads: dict = {}          # greenlets=False: each running client's thread
         self.history = None              # the trusted host records its transactions there
 
     def deliver(self, msg) -> None:
@@ -196,9 +195,7 @@ class ClientHost:
         """Start client ``cid``: in a thread, or in a greenlet run until it first waits."""
         if not self.greenlets:
             threading.stack_size(THREAD_STACK)
-            self.threads[cid] = threading.Thread(target=self.client, args=(cid, spawn),
-                                                 daemon=True)
-            self.threads[cid].start()
+            threading.Thread(target=self.client, args=(cid, spawn), daemon=True).start()
             return
         self.stacks[cid] = greenlet.greenlet(lambda: self.client(cid, spawn))
         self.stacks[cid].switch()
@@ -241,20 +238,6 @@ class ClientHost:
         finally:
             self.inboxes.pop(cid, None)
             self.stacks.pop(cid, None)
-            self.threads.pop(cid, None)
-
-    def stopped(self, cid: int, timeout: float) -> bool:
-        """Wait until client ``cid`` has stopped (at most ``timeout`` s); has it?
-
-        A client told it is ``gone`` unwinds in its own thread, and an in-process
-        client records its end there (its transaction's record is closed as
-        crashed): whoever reads that record waits for this first. A greenlet has
-        unwound already (:meth:`deliver` ran it until it stopped).
-        """
-        thread = self.threads.get(cid)
-        if thread is not None:
-            thread.join(timeout)
-        return cid not in self.threads
 
     def answer_with(self, cid: int, fn: Callable):
         """Run ``fn`` and send its outcome as this client's answer; return its value."""
