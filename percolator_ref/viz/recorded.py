@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..trace import Change, RowTransactionEvent
-from .stepper import Frame
+from .stepper import Frame, FrameCursor
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _change(dump: dict, before: dict, table, row, column, ts, erased: bool) -> C
     return Change(column, ts, at(before), None if erased else at(dump))
 
 
-class RecordedStepper:
+class RecordedStepper(FrameCursor):
     """Step through stored frames with the stepper's controls (nothing re-runs)."""
 
     can_crash = False
@@ -66,11 +66,6 @@ class RecordedStepper:
         self.frames = [_with_status(frames, i) for i in range(len(frames))]
         self.cursor = 0
         self.abandoned: list = []
-
-    @property
-    def frame(self) -> Frame:
-        """The frame shown now (``frames[cursor]``)."""
-        return self.frames[self.cursor]
 
     @property
     def runnable(self) -> list:
@@ -92,19 +87,6 @@ class RecordedStepper:
 
     def crash(self, who: Optional[str] = None) -> Frame:
         raise ValueError("a recorded run cannot branch: its clients cannot be crashed here")
-
-    def back(self) -> Frame:
-        """Show the previous frame."""
-        self.cursor = max(0, self.cursor - 1)
-        return self.frame
-
-    def goto(self, index: int) -> Frame:
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"index must be an int, got {index!r}")
-        if not 0 <= index < len(self.frames):
-            raise ValueError(f"index must be in [0, {len(self.frames) - 1}], got {index}")
-        self.cursor = index
-        return self.frame
 
     def reset(self) -> Frame:
         """Back to the first frame."""

@@ -107,7 +107,30 @@ class _Runner:
         return self.state == "parked"
 
 
-class Stepper:
+class FrameCursor:
+    """Moving over stored frames: ``frames`` and ``cursor`` are the subclass's; nothing re-runs."""
+
+    @property
+    def frame(self) -> Frame:
+        """The frame shown now (``frames[cursor]``)."""
+        return self.frames[self.cursor]
+
+    def back(self) -> Frame:
+        """Show the previous frame."""
+        self.cursor = max(0, self.cursor - 1)
+        return self.frame
+
+    def goto(self, index: int) -> Frame:
+        """Show frame ``index`` (an int in ``[0, len(frames) - 1]``)."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"index must be an int, got {index!r}")
+        if not 0 <= index < len(self.frames):
+            raise ValueError(f"index must be in [0, {len(self.frames) - 1}], got {index}")
+        self.cursor = index
+        return self.frame
+
+
+class Stepper(FrameCursor):
     """Deterministic stepping of one or more transaction scripts.
 
     ``scripts``: ``{name: fn(cluster)}`` (or a list of functions), run in that
@@ -322,19 +345,6 @@ class Stepper:
             self.step()
         raise RuntimeError(f"still running after max_frames={max_frames} steps")
 
-    def back(self) -> Frame:
-        """Show the previous frame (stored: nothing re-runs)."""
-        self.cursor = max(0, self.cursor - 1)
-        return self.frame
-
-    def goto(self, index: int) -> Frame:
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"index must be an int, got {index!r}")
-        if not 0 <= index < len(self.frames):
-            raise ValueError(f"index must be in [0, {len(self.frames) - 1}], got {index}")
-        self.cursor = index
-        return self.frame
-
     def _branch(self) -> None:
         """Fork at the cursor: replay the choices up to it on a fresh cluster (deterministic)."""
         at, keep = self.cursor, self.decisions[: self.cursor]
@@ -413,11 +423,6 @@ class Stepper:
                       self._status(), self.cluster.clock.now(), tuple(self.runnable), action)
         self.frames.append(frame)
         self.cursor = frame.index
-
-    @property
-    def frame(self) -> Frame:
-        """The frame shown now (``frames[cursor]``)."""
-        return self.frames[self.cursor]
 
     @property
     def table(self) -> CellTable:
