@@ -29,6 +29,7 @@ from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
+from percolator_ref.viz.browser import switch_into
 
 from .channel import ClientGone, ProtocolError, decode, encode
 from .framework import describe_exception, plain
@@ -189,7 +190,7 @@ class ClientHost:
         elif cid in self.inboxes:
             self.inboxes[cid].put(msg)
             if cid in self.stacks:
-                self.stacks[cid].switch()          # run the client until it waits again
+                switch_into(self.stacks[cid])      # run the client until it waits again
 
     def start(self, cid: int, spawn: dict) -> None:
         """Start client ``cid``: in a thread, or in a greenlet run until it first waits."""
@@ -198,7 +199,7 @@ class ClientHost:
             threading.Thread(target=self.client, args=(cid, spawn), daemon=True).start()
             return
         self.stacks[cid] = greenlet.greenlet(lambda: self.client(cid, spawn))
-        self.stacks[cid].switch()
+        switch_into(self.stacks[cid])
 
     def next_message(self, cid: int) -> dict:
         """The world's next message to client ``cid`` (a greenlet yields until it comes)."""

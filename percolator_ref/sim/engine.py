@@ -24,6 +24,7 @@ import threading
 from typing import Callable, Optional
 
 from ..services.clock import ManualClock
+from ..viz.browser import switch_into
 
 STALL_SECONDS = 120.0        # real seconds without a simulated event: something deadlocked
 
@@ -192,9 +193,9 @@ class GreenletCarrier:
             process, value = found
             sim.current = process
             if process.stack:                    # suspended in block(): resume with value
-                process.stack.switch(value)
+                switch_into(process.stack, value)
             else:                                # not started yet
-                process.stack.switch()
+                switch_into(process.stack)
             sim.current = None
 
     def abort(self, processes: list) -> None:

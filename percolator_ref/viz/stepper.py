@@ -41,6 +41,7 @@ import greenlet
 from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate, attach
+from .browser import switch_into
 from .tables import CellTable
 
 
@@ -253,7 +254,7 @@ class Stepper(FrameCursor):
         before = self.cluster.clock.now()
         self._home = greenlet.getcurrent()
         runner.stack.parent = self._home   # a finished script returns here too
-        runner.stack.switch()
+        switch_into(runner.stack)
         runner.waited = self.cluster.clock.now() - before
         if runner.state == "failed":
             raise RuntimeError(f"script {runner.name} raised {runner.error!r}") from runner.error
