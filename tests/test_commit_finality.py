@@ -10,6 +10,7 @@ visible. The history checker finds nothing.
 import pytest
 
 from percolator_ref import ClientCrash, Cluster, ManualClock, Step, TransactionClosed
+from percolator_ref.interceptors import attach
 
 from helpers import all_locks, fresh_view
 
@@ -43,7 +44,7 @@ def interrupted_transfer(cluster, kind, step, when):
     t.set("y", "v", 1)
     t.notify("z", "v")
     fault = Raise(kind, step, when)
-    t.session.interceptors.append(fault)
+    attach(t.session, fault)
     with pytest.raises(kind):
         t.commit()
     assert fault.fired
@@ -102,7 +103,7 @@ def test_an_exception_while_a_commit_cleans_up_and_aborts(make_cluster, kind, ho
     t.set("x", "v", 1)
     t.set("y", "v", 1)
     fault = Raise(kind, step, when)
-    t.session.interceptors.append(fault)
+    attach(t.session, fault)
     with pytest.raises(kind):
         t.commit()
     assert fault.fired and t.status == "crashed"
