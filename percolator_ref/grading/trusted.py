@@ -154,6 +154,15 @@ class TrustedWorld(World):
         self.drive(c, alone=True)
         return c
 
+    def client_at(self, ts: int, role: str = "txn", *args) -> Client:
+        """A student client built by ``role`` that begins at exactly ``ts``: it must have
+        taken one timestamp from the oracle, ``ts`` (else the check fails)."""
+        self.reach(ts)
+        c = self.client(role, *args)
+        require(c.timestamps == [ts], f"your transaction took the timestamps {c.timestamps} to "
+                                      f"begin; it must take one: {ts}")
+        return c
+
     def call(self, c: Client, method: str, *args, **kwargs) -> dict:
         """Run ``method`` on client ``c``, serving all its requests; its outcome."""
         c.done = False
