@@ -168,3 +168,14 @@ def test_store_cpu_over_redis_takes_the_oracle_out():
     assert set(r["write_relative"]) == {"store_cpu", "wall_clock"}
     with pytest.raises(ValueError, match="ops"):
         bench_store.run_store_cpu(server.url, ops=0)
+
+
+def test_the_store_cpu_command_runs_on_a_throwaway_redis(capsys):
+    """``percolator bench --store-cpu --backend redis``: the command's own path (its imports,
+    the throwaway server), not only ``run_store_cpu``."""
+    from percolator_ref.harness.redis_server import LocalRedisServer
+    if not LocalRedisServer.available():
+        pytest.skip("redis-server is not installed")
+    assert main(["bench", "--store-cpu", "--backend", "redis", "--ops", "20", "--rounds", "1"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["ops"] == 20 and set(result["write_relative"]) == {"store_cpu", "wall_clock"}

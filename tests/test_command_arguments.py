@@ -41,6 +41,7 @@ BAD = [
     ("bench --rounds 0", "--rounds"), ("bench --clients 0", "--clients"),
     ("bench --clients 2 --seconds inf", "--seconds"), ("bench --clients 2", "--clients"),
     ("bench --clients 2 --threads 0", "--threads"), ("bench --backend bogus", "--backend"),
+    ("bench --store-cpu", "--store-cpu"),       # in memory: no server whose CPU to measure
     # scale
     ("scale --measure inf", "--measure"), ("scale --measure nan", "--measure"),
     ("scale --measure 0", "--measure"), ("scale --warmup inf", "--warmup"),

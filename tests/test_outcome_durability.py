@@ -14,6 +14,7 @@ import pytest
 from percolator_ref import (Cluster, CommitOutcomeUnknown, ManualClock, Step, StoreUnavailable,
                             TransactionClosed)
 from percolator_ref.harness.redis_cluster import node_client
+from percolator_ref.interceptors import attach
 from percolator_ref.harness.redis_server import LocalRedisServer
 
 from redis_fixtures import require_redis
@@ -67,7 +68,7 @@ def test_outcome_never_reports_a_commit_point_the_replica_lacks(master_and_repli
     clock = ManualClock()
     c = Cluster(backend=f"{master.url}?prefix=od&wait=1&wait_timeout=200", clock=clock)
     t = transfer(c)
-    t.session.interceptors.append(Before(Step.COMMIT_PRIMARY, lambda: promote(replica)))
+    attach(t.session, Before(Step.COMMIT_PRIMARY, lambda: promote(replica)))
     with pytest.raises(CommitOutcomeUnknown):
         t.commit()
     with pytest.raises(TransactionClosed):
@@ -91,7 +92,7 @@ def test_outcome_reports_a_commit_point_the_replica_holds(master_and_replica):
         def after(self, rt):
             if rt.step == Step.COMMIT_PRIMARY:
                 raise StoreUnavailable("the reply to the commit point was lost")
-    t.session.interceptors.append(LoseReply())
+    attach(t.session, LoseReply())
     with pytest.raises(CommitOutcomeUnknown):
         t.commit()
     assert t.outcome() is True

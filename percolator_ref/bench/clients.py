@@ -37,7 +37,7 @@ import os
 import statistics
 import threading
 import time
-from .figure8 import COLUMN, PAPER_FIGURE_8, RAW_TABLE, TABLE, Figure8Store
+from .figure8 import COLUMN, PAPER_FIGURE_8, RAW_TABLE, TABLE, Figure8Store, figure8_frame
 from ..services.clock import WallClock
 from ..services.oracle import BatchingOracleClient
 from ..stores import url_with
@@ -415,20 +415,9 @@ def package_of(filename: str) -> str:
     return "other"
 
 
-def clients_frame(result: dict):
-    """The rates and ratios of :func:`run_clients` beside the paper's (a pandas DataFrame)."""
-    import pandas as pd
-    rows = [("Read/s", "bigtable_reads_per_s", "percolator_reads_per_s", "read_relative"),
-            ("Write/s", "bigtable_writes_per_s", "percolator_writes_per_s", "write_relative")]
-    out = [{"": label, "Bigtable ops/s": result[bt], "Percolator ops/s": result[pc],
-            "relative": result[rel], "paper relative": PAPER_FIGURE_8[rel]}
-           for label, bt, pc, rel in rows]
-    out.append({"": "Write/s without conditional mutations",
-                "Bigtable ops/s": result["bigtable_writes_per_s"],
-                "Percolator ops/s": result["percolator_writes_per_s_without_conditional_mutations"],
-                "relative": result["write_relative_without_conditional_mutations"],
-                "paper relative": None})
-    return pd.DataFrame(out).set_index("")
+clients_frame = figure8_frame
+"""The rates and ratios of :func:`run_clients` beside the paper's (a pandas DataFrame):
+the table :func:`.figure8.figure8_frame` builds, under the name notebook 08 uses."""
 
 
 def costs_frame(result: dict):

@@ -99,7 +99,8 @@ def run_clients(args) -> int:
 def run_store_cpu(args) -> int:
     """``--store-cpu``: the server's CPU per Figure 8 operation on a Redis store."""
     from ..bench import store as bench_store
-    from ..stores import backend_url, is_redis
+    from ..stores import is_redis
+    from . import backend_url
     from ..errors import StoreUnavailable
     try:
         if not is_redis(args.backend):
@@ -109,8 +110,7 @@ def run_store_cpu(args) -> int:
         with backend_url(args.backend) as url:
             result = bench_store.run_store_cpu(url, ops=ops, rounds=args.rounds or 3)
     except (TypeError, ValueError, StoreUnavailable) as e:
-        print(f"percolator bench: {e}", file=sys.stderr)
-        return 2
+        return refuse("bench", e)
     print(json.dumps(result, sort_keys=True))
     return 0
 

@@ -66,15 +66,6 @@ def _p(*stamps, values=("v0", "v1", "v2")):
     return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *values))
 
 
-def _reader(w, ts: int):
-    """A student transaction starting at exactly ``ts``."""
-    w.reach(ts)
-    reader = w.client("txn")
-    require(reader.timestamps == [ts], f"your transaction took the timestamps "
-                                       f"{reader.timestamps} to begin; it must take one: {ts}")
-    return reader
-
-
 def _reads(reader, result, expected, rule: str) -> None:
     """The reader's call must have returned ``expected`` (read from the store); else ``rule``."""
     require(returned(result, expected), f"{rule}; your Get {said(result)}")
@@ -92,7 +83,7 @@ def _get(w, reader, row="Bob", column="bal"):
 def _absent(trial, p):
     w = trial.world()
     w.committed({("Joe", "bal"): p["v0"], ("Bob", "limit"): p["v1"]}, p["s0"], p["c0"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     _reads(reader, _get(w, reader), None,
            f"Bob.bal has no write record at all (only Joe.bal and Bob.limit were committed, at "
            f"{p['c0']}): Get must return None, the cell is absent")
@@ -102,7 +93,7 @@ def _absent(trial, p):
 def _committed(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     _reads(reader, _get(w, reader), p["v0"],
            f"a write record at commit_ts {p['c0']} points at start_ts {p['s0']}: the data to "
            f"return is the version at {p['s0']} ({p['v0']})")
@@ -113,7 +104,7 @@ def _committed(trial, p):
 def _later(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.committed({("Bob", "bal"): p["v1"]}, p["s1"], p["c1"])
     _reads(reader, _get(w, reader), p["v0"],
            f"your start_ts is {p['s_r']}: the write record at {p['c1']} is above it, not in your "
@@ -127,7 +118,7 @@ def _straddle(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
     w.stamp(p["s_w"])                        # the writer begins
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.committed({("Bob", "bal"): p["v1"]}, p["s_w"], p["c_w"])
     _reads(reader, _get(w, reader), p["v0"],
            f"the data at {p['s_w']} ({p['v1']}) was committed at {p['c_w']}, after your "
@@ -141,7 +132,7 @@ def _several(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
     w.committed({("Bob", "bal"): p["v1"]}, p["s1"], p["c1"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.committed({("Bob", "bal"): p["v2"]}, p["s2"], p["c2"])
     _reads(reader, _get(w, reader), p["v1"],
            f"write records at {p['c0']}, {p['c1']} and {p['c2']}: with start_ts {p['s_r']} the "
@@ -155,7 +146,7 @@ def _deleted(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
     w.committed({("Bob", "bal"): None}, p["s_d"], p["c_d"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     _reads(reader, _get(w, reader), None,
            f"the newest write record at or below your start_ts {p['s_r']} is 'delete @ "
            f"{p['s_d']}' at {p['c_d']}: in your snapshot the cell is deleted and Get returns "
@@ -167,7 +158,7 @@ def _deleted(trial, p):
 def _before_delete(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.committed({("Bob", "bal"): None}, p["s_d"], p["c_d"])
     _reads(reader, _get(w, reader), p["v0"],
            f"the delete committed at {p['c_d']}, after your start_ts {p['s_r']}: it is not in "
@@ -181,7 +172,7 @@ def _before_delete(trial, p):
 def _lock_above(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.locked({("Bob", "bal"): p["v1"], ("Joe", "bal"): p["v2"]}, p["s_w"], "W")
     rule = (f"the lock on Bob.bal at {p['s_w']} is above your start_ts {p['s_r']}: its "
             f"transaction will commit above {p['s_w']}, outside your snapshot, so Get reads "
@@ -203,7 +194,7 @@ def _lock_below(trial, p):
     w.committed({("Bob", "bal"): p["v0"]}, p["s0"], p["c0"])
     w.locked(values, p["s_w"], "W")
     w.stamp(p["c_w"])                               # W has its commit_ts, not committed yet
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     finish = Once(lambda rt: rt.client == reader.label,
                   lambda rt: w.commit_point(values, p["s_w"], p["c_w"]))
     attach(w.cluster.bigtable, finish)   # W commits right after your first read
@@ -220,7 +211,7 @@ def _dead_before(trial, p):
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked({("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}, p["s_w"], "W")
     w.crash("W")
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     rule = (f"Joe.bal holds a lock at {p['s_w']} of client W, which crashed before its commit "
             f"point: Get must report that lock (SnapshotRead(lock=...)) so it is cleaned up "
             f"through the primary Bob.bal")
@@ -238,7 +229,7 @@ def _dead_after(trial, p):
     w.locked(transfer, p["s_w"], "W")
     w.commit_point(transfer, p["s_w"], p["c_w"])
     w.crash("W")
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     _reads(reader, _get(w, reader, "Joe"), p["j1"],
            f"W crashed after its commit point: its primary Bob.bal has a write record at "
            f"{p['c_w']}, below your start_ts {p['s_r']}, so Joe.bal's lock at {p['s_w']} is "
@@ -254,10 +245,7 @@ def _fields(trial, p):
     w.committed({("Bob", "bal"): p["v0"], ("Joe", "bal"): p["v1"]}, p["s0"], p["c0"])
     w.committed({("Joe", "bal"): None}, p["s_d"], p["c_d"])
     w.locked({("Zed", "bal"): p["v2"]}, p["s_l"], "W")
-    w.reach(p["s_r"])
-    reader = w.client("fields", ["Bob", "Joe", "Ann", "Zed"])
-    require(reader.timestamps == [p["s_r"]], f"your transaction took the timestamps "
-                                             f"{reader.timestamps} to begin; it must take one")
+    reader = w.client_at(p["s_r"], "fields", ["Bob", "Joe", "Ann", "Zed"])
     found = reader.answer.get("value") if isinstance(reader.answer, dict) else None
     require(isinstance(found, dict), f"reading four cells with your snapshot_read "
                                      f"{said(reader.answer)}")
@@ -313,7 +301,7 @@ def _scan(trial, p):
                 p["s0"], p["c0"])
     w.committed({("B", "x"): None}, p["s_b"], p["c_b"])
     w.stamp(p["s_w"])
-    reader = _reader(w, p["s_r"])
+    reader = w.client_at(p["s_r"])
     w.committed({("D", "x"): p["d1"]}, p["s_w"], p["c_w"])
     w.committed({("A", "x"): p["a1"], ("E", "x"): p["e1"]}, p["s_a"], p["c_a"])
     result = w.call(reader, "scan")

@@ -58,15 +58,6 @@ def _prewrite_all_role(Answer, cluster, writes):
 exercise.role("writer")(writer_role)
 
 
-def _begin(w, ts: int):
-    """A student transaction starting at exactly ``ts``."""
-    w.reach(ts)
-    t = w.client("txn")
-    require(t.timestamps == [ts], f"your transaction took the timestamps {t.timestamps} to "
-                                  f"begin; it must take one: {ts}")
-    return t
-
-
 def _observe(w, t, **more) -> dict:
     """The world's record after ``t``'s commit: its commit_ts (the oracle's answer) and the cells."""
     commit_ts = t.timestamps[1] if len(t.timestamps) > 1 else None
@@ -75,10 +66,7 @@ def _observe(w, t, **more) -> dict:
 
 def _prewrite_all(w, s: int, writes) -> dict:
     """A transaction at ``s`` prewriting ``writes`` one by one; the world's cells after."""
-    w.reach(s)
-    t = w.client("prewrite_all", [list(x) for x in writes])
-    require(t.timestamps == [s], f"your transaction took the timestamps {t.timestamps} to "
-                                 f"begin; it must take one: {s}")
+    t = w.client_at(s, "prewrite_all", [list(x) for x in writes])
     result = t.answer
     return {"prewrites": result.get("value") if isinstance(result, dict) else result,
             "cells": w.cells()}
@@ -102,7 +90,7 @@ def _transfer(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.committed({("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}, p["s1"], p["c1"])
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.call(t, "set", "Bob", "bal", p["b2"])
     w.call(t, "set", "Joe", "bal", p["j2"])
     _transfer_ok(_observe(w, t, commit=w.call(t, "commit")), p)
@@ -202,7 +190,7 @@ def _ww(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.stamp(p["s_w"])                              # another writer begins before you
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.committed({("Bob", "bal"): p["b1"]}, p["s_w"], p["c_w"])   # ... and commits after you began
     w.call(t, "set", "Bob", "bal", p["b2"])
     w.call(t, "set", "Joe", "bal", p["j2"])
@@ -222,7 +210,7 @@ def _ww_ok(obs, p):
 def _lock_above(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.locked({("Bob", "bal"): p["b1"]}, p["s_w"], "W")
     w.call(t, "set", "Bob", "bal", p["b2"])
     _lock_above_ok(_observe(w, t, commit=w.call(t, "commit")), p)
@@ -249,7 +237,7 @@ def _lock_below(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked({("Joe", "bal"): p["j1"]}, p["s_w"], "W")
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.call(t, "set", "Bob", "bal", p["b2"])                    # the primary prewrites fine ...
     w.call(t, "set", "Joe", "bal", p["j2"])                    # ... the secondary meets W's lock
     _lock_below_ok(_observe(w, t, commit=w.call(t, "commit")), p)
@@ -266,7 +254,7 @@ def _dead(trial, p):
     transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     w.locked(transfer, p["s_w"], "W")
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.commit_point(transfer, p["s_w"], p["c_w"])   # W passes its commit point, then dies
     w.crash("W")
     w.call(t, "set", "Joe", "bal", p["j2"])
@@ -300,7 +288,7 @@ def _dead_ok(obs, p):
 def _atomic(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.call(t, "set", "Bob", "bal", p["b2"])
 
     def squeeze_in(rt):       # W locks Bob.bal right after your first row transaction on it

@@ -65,19 +65,10 @@ def _transfer(trial, p, *more):
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     for setup in more:
         setup(w)
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     w.call(t, "set", "Bob", "bal", p["b1"])
     w.call(t, "set", "Joe", "bal", p["j1"])
     return w, t
-
-
-def _begin(w, ts: int):
-    """A student transaction starting at exactly ``ts``."""
-    w.reach(ts)
-    t = w.client("txn")
-    require(t.timestamps == [ts], f"your transaction took the timestamps {t.timestamps} to "
-                                  f"begin; it must take one: {ts}")
-    return t
 
 
 def _commit_ts_of(t):
@@ -265,7 +256,7 @@ def _secondary_conflict_ok(obs, p):
 def _read_only(trial, p):
     w = trial.world()
     w.committed({("Bob", "bal"): p["b0"]}, p["s0"], p["c0"])
-    t = _begin(w, p["s"])
+    t = w.client_at(p["s"])
     got = w.call(t, "get", "Bob", "bal")
     before = w.oracle.peek()
     commit = w.call(t, "commit")

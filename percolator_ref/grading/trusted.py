@@ -27,7 +27,7 @@ from typing import Optional
 
 from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.errors import StoreUnavailable
-from percolator_ref.model import Cell, Lock, Write, WriteKind, check_name, data_col, \
+from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
     split_column, write_col
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
@@ -131,7 +131,7 @@ class TrustedWorld(World):
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
         super().committed(values, start, commit)
-        record = TxnRecord(f"world@{start}", start, commit, "committed")
+        record = TxnRecord(f"world@{start}", start, commit, TxStatus.COMMITTED)
         record.writes = [(Cell(TABLE, row, column), kind_of(value).name, value)
                          for (row, column), value in values.items()]
         self.cluster.history.records.append(record)
@@ -152,6 +152,15 @@ class TrustedWorld(World):
         self.clients[c.cid] = c
         self.tell(c, {"op": "spawn", "role": role, "args": encode(list(args)), "ttl": self.ttl})
         self.drive(c, alone=True)
+        return c
+
+    def client_at(self, ts: int, role: str = "txn", *args) -> Client:
+        """A student client built by ``role`` that begins at exactly ``ts``: it must have
+        taken one timestamp from the oracle, ``ts`` (else the check fails)."""
+        self.reach(ts)
+        c = self.client(role, *args)
+        require(c.timestamps == [ts], f"your transaction took the timestamps {c.timestamps} to "
+                                      f"begin; it must take one: {ts}")
         return c
 
     def call(self, c: Client, method: str, *args, **kwargs) -> dict:
@@ -435,13 +444,13 @@ def history_with(w: TrustedWorld, readers: dict) -> list:
     commit_ts of the committed write of that value (-1 if none wrote it).
     """
     for record in w.cluster.history.records:
-        if record.status == "open":              # its client crashed mid-commit
-            record.status = "crashed"
+        if record.status == TxStatus.OPEN:       # its client crashed mid-commit
+            record.status = TxStatus.CRASHED
     w.cluster.history.resolve_crashed(w.cluster.bigtable)
     records = list(w.cluster.history.records)
     for c, reads in readers.items():
         require(c.timestamps, f"{c.label} never took a start timestamp from the oracle")
-        record = TxnRecord(c.label, c.timestamps[0], status="committed")
+        record = TxnRecord(c.label, c.timestamps[0], status=TxStatus.COMMITTED)
         record.reads = [(cell, version_of(records, cell, value), value) for cell, value in reads]
         for cell, version, value in record.reads:
             require(version != -1, f"{c.label} (start_ts {c.timestamps[0]}) read {value!r} from "
@@ -461,7 +470,7 @@ def writer_record(w: TrustedWorld, c: Client, values) -> Optional[TxnRecord]:
     found = [ts for ts, v in w.cluster.bigtable.versions(TABLE, row, write_col(column))
              if isinstance(v, Write) and v.start_ts == start]
     record = TxnRecord(c.label, start, found[0] if found else None,
-                       "committed" if found else "aborted")
+                       TxStatus.COMMITTED if found else TxStatus.ABORTED)
     record.writes = [(Cell(TABLE, r, col), kind_of(v).name, v) for r, col, v in values]
     return record
 

@@ -66,12 +66,10 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from .. import cleanup, rows
-from ..bigtable import Condition
+from .. import rows
 from ..model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, Write, WriteKind, lock_col,
                      write_col)
-from ..step import Step
-from ..transaction import Mutation, SnapshotRead
+from ..transaction import SnapshotRead, committed_read
 from . import PerStore, Variant
 from .locks import extend_lock
 
@@ -142,14 +140,7 @@ class AsyncTransaction:
         if found.lock is None or not is_async(found.lock) \
                 or found.lock.min_commit_ts <= self.start_ts:
             return found
-        latest = rows.latest_write(rt, cell.column, self.start_ts)
-        if latest is None:
-            return SnapshotRead()
-        commit_ts, write = latest
-        if write.kind is WriteKind.DELETE:
-            return SnapshotRead(version=commit_ts)
-        return SnapshotRead(version=commit_ts, value=rt.read(f"{cell.column}:data",
-                                                              write.start_ts, write.start_ts)[1])
+        return committed_read(rt, self.start_ts, cell.column)
 
     def scan(self, table: str = DEFAULT_TABLE, start_row: Optional[str] = None,
              end_row: Optional[str] = None) -> list:
@@ -178,26 +169,11 @@ class AsyncTransaction:
             self.commit_secondary(m)
         return True
 
-    def prewrite(self, m: Mutation, primary: Cell) -> bool:
-        """Figure 6's prewrite; in async mode the row is read before max_ts is (see the
-        module doc: on Redis that takes the row lease first)."""
-        if not self.async_mode:
-            return super().prewrite(m, primary)
-        is_primary = m.cell == primary
-        step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
-        with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
-            rt.read(lock_col(m.cell.column))          # hold the row, then read max_ts
-            ok, found = rt.check_and_write(
-                [Condition(write_col(m.cell.column), min_ts=self.start_ts),
-                 Condition(lock_col(m.cell.column))],
-                self.prewrite_writes(m, primary, is_primary))
-            rt.explain(self.explain_prewrite(m, primary, is_primary, found))
-        if ok:
-            return True
-        lock = found[-1] if len(found) == 2 else None
-        if lock is not None and not self.session.is_alive(lock[1].client):
-            cleanup.cleanup_lock(self.session, m.cell, lock[1])    # tidy up, but still abort
-        return False
+    def hold_row(self, rt, cell: Cell) -> None:
+        """In async mode, read the row before max_ts is read (see the module doc: on Redis
+        that takes the row lease first)."""
+        if self.async_mode:
+            rt.read(lock_col(cell.column))
 
     def prewrite_writes(self, m, primary, is_primary) -> list:
         """The paper's data and lock; the lock with min_commit_ts (and, on the primary, the

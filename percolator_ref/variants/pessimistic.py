@@ -39,13 +39,11 @@ from __future__ import annotations
 import threading
 from typing import Optional
 
-from .. import rows
 from ..bigtable import Condition
 from ..errors import PercolatorError
-from ..model import (DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, data_col, lock_col,
-                     write_col)
+from ..model import DEFAULT_TABLE, Cell, Lock, check_cell, lock_col, write_col
 from ..step import Step
-from ..transaction import SnapshotRead
+from ..transaction import SnapshotRead, committed_read
 from . import PerStore, Variant
 from .locks import TiKVLock
 
@@ -163,6 +161,7 @@ class PessimisticTransaction:
         is_primary = m.cell == primary
         step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
         with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+            self.hold_row(rt, m.cell)
             ok, _ = rt.check_and_write(
                 [Condition(write_col(m.cell.column), min_ts=self.start_ts),
                  Condition(lock_col(m.cell.column), lock_ts, lock_ts, present=True)],
@@ -202,14 +201,7 @@ class PessimisticTransaction:
         found = super().snapshot_read(rt, cell)
         if not is_pessimistic(found.lock) or not self.session.is_alive(found.lock.client):
             return found
-        latest = rows.latest_write(rt, cell.column, self.start_ts)
-        if latest is None:
-            return SnapshotRead()
-        commit_ts, write = latest
-        if write.kind is WriteKind.DELETE:
-            return SnapshotRead(version=commit_ts)
-        return SnapshotRead(version=commit_ts,
-                            value=rt.read(data_col(cell.column), write.start_ts, write.start_ts)[1])
+        return committed_read(rt, self.start_ts, cell.column)
 
     def graph(self) -> "WaitForGraph":
         """The store's wait-for graph."""

@@ -92,19 +92,6 @@ class RecordedStepper(FrameCursor):
         """Back to the first frame."""
         return self.goto(0)
 
-    @property
-    def table(self):
-        return self.frame.table
-
-    def transcript(self) -> str:
-        """Every frame as text, for a terminal."""
-        return "\n\n".join(repr(f) for f in self.frames)
-
-    def widget(self):
-        """The stepper's ipywidgets front end over these frames."""
-        from .widget import StepperWidget
-        return StepperWidget(self)
-
     def __repr__(self):
         return f"<RecordedStepper frame {self.cursor}/{len(self.frames) - 1}>"
 

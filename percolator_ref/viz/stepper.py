@@ -130,6 +130,21 @@ class FrameCursor:
         self.cursor = index
         return self.frame
 
+    @property
+    def table(self) -> CellTable:
+        """The cell table of the frame shown now."""
+        return self.frame.table
+
+    def transcript(self) -> str:
+        """Every frame as text, for a terminal."""
+        return "\n\n".join(repr(f) for f in self.frames)
+
+    def widget(self):
+        """The ipywidgets front end over these frames (Step, Back, Reset, Crash client, a
+        frame slider; a recorded run cannot step past its end or crash a client)."""
+        from .widget import StepperWidget
+        return StepperWidget(self)
+
 
 class Stepper(FrameCursor):
     """Deterministic stepping of one or more transaction scripts.
@@ -424,20 +439,6 @@ class Stepper(FrameCursor):
                       self._status(), self.cluster.clock.now(), tuple(self.runnable), action)
         self.frames.append(frame)
         self.cursor = frame.index
-
-    @property
-    def table(self) -> CellTable:
-        """The cell table of the frame shown now."""
-        return self.frame.table
-
-    def transcript(self) -> str:
-        """Every frame as text, for a terminal."""
-        return "\n\n".join(repr(f) for f in self.frames)
-
-    def widget(self):
-        """The ipywidgets front end (Step, Back, Reset, Crash client, a frame slider)."""
-        from .widget import StepperWidget
-        return StepperWidget(self)
 
     def __repr__(self):
         return (f"<Stepper frame {self.cursor}/{len(self.frames) - 1}: "
