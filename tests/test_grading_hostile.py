@@ -328,7 +328,7 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     env = dict(os.environ, TMPDIR=str(arena["gradetmp"]), PYTHONPATH=str(REPO))
     proc = subprocess.run(
         [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out), "-j", "2",
-         "--timeout", "4", "--scenario-timeout", "2", "--exercises", str(arena["exercises"]),
+         "--scenario-timeout", "2", "--exercises", str(arena["exercises"]),
          "--gradescope", str(gs)], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(out.open()))
