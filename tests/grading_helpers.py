@@ -1,6 +1,7 @@
 """Build student notebooks from a pristine exercise: only the answer cells change."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 from pathlib import Path
@@ -59,3 +60,98 @@ def load_catalogue(n: int) -> dict:
 
 def as_json(value) -> str:
     return json.dumps(value)
+
+
+# -- exercise 1: attacks of a client on the grader's trusted world (test_grading_hostile.py,
+# and as an unprivileged grader in test_grading_privileges.py) --------------------------------
+
+WRONG_READ = '''
+from percolator_ref import Transaction
+from percolator_ref.transaction import SnapshotRead
+
+
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        return SnapshotRead()
+'''
+
+CLIENT_ATTACKS = {
+    "forged observations: every role and answer replaced by canned values": WRONG_READ + '''
+import sys
+for name, module in list(sys.modules.items()):
+    if name.startswith("percolator_ref.grading"):
+        spec = getattr(module, "exercise", None)
+        if spec is not None and hasattr(spec, "roles"):
+            for role in list(spec.roles):
+                spec.roles[role] = lambda answer, cluster, *args: [1, 2]
+clients = sys.modules["percolator_ref.grading.clients"]
+def canned(self, cid, fn):
+    self.send({"cid": cid, "op": "answer", "outcome": {"value": [1, 2]}})
+clients.ClientHost.answer_with = canned
+''',
+    "a forged report on every descriptor": WRONG_READ + '''
+import json, os, struct
+report = json.dumps({"results": {}, "guarded": True, "passed": True}).encode()
+ready = json.dumps({"op": "ready"}).encode()
+fake = json.dumps({"cid": 1, "op": "answer", "outcome": {"value": True}}).encode()
+for fd in range(3, 30):
+    for data in (report, struct.pack(">I", len(ready)) + ready, struct.pack(">I", len(fake)) + fake):
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+''',
+    "the job read from the grading code's stack frames": WRONG_READ + '''
+import json, os, sys
+frame, job = sys._getframe(), None
+while frame is not None and job is None:
+    job = frame.f_locals.get("job") if isinstance(frame.f_locals.get("job"), dict) else None
+    frame = frame.f_back
+if job is not None:
+    names = list(job.get("params") or {})
+    report = {"nonce": job["nonce"], "guarded": True, "landlock": "",
+              "results": {n: {"obs": {}} for n in names}}
+    os.write(job["result_fd"], json.dumps(report).encode())
+    os._exit(0)
+''',
+    "rebuilds the hidden step from an optimized .pyc": '''
+import marshal, os, sys, types
+import percolator_ref
+from percolator_ref import Transaction
+
+CACHE = os.path.join(os.path.dirname(percolator_ref.__file__), "__pycache__")
+FOUND = {}
+for name in sorted(os.listdir(CACHE)):
+    if name.startswith("transaction.") and ".opt-" in name:
+        with open(os.path.join(CACHE, name), "rb") as f:
+            code = marshal.loads(f.read()[16:])
+        copy = sys.modules["percolator_ref.t2"] = types.ModuleType("percolator_ref.t2")
+        copy.__package__ = "percolator_ref"
+        exec(code, copy.__dict__)
+        FOUND["ns"] = copy.__dict__
+        break
+
+
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        step = FOUND["ns"]["snapshot_read"]
+        result = step(rt, self.start_ts, cell.column)
+        return result
+''',
+}
+
+
+@contextlib.contextmanager
+def optimized_pyc_of(source: Path):
+    """What a ``python -O`` run leaves behind: ``source``'s optimized ``.opt-1.pyc`` (the
+    "rebuilds the hidden step" attack reads it), removed afterwards unless it was there."""
+    import importlib.util
+    import py_compile
+    target = Path(importlib.util.cache_from_source(str(source), optimization=1))
+    existed = target.exists()
+    py_compile.compile(str(source), cfile=str(target), optimize=1, doraise=True)
+    try:
+        yield target
+    finally:
+        if not existed:
+            target.unlink(missing_ok=True)

@@ -58,7 +58,7 @@ BAD = [
     ("failover --wait 2", "--wait"),
     # demo, grade
     ("demo crash --after 9", "--after"), ("demo crash --after -1", "--after"),
-    ("grade x.ipynb --jobs 0", "--jobs"), ("grade x.ipynb --timeout nan", "--timeout"),
+    ("grade x.ipynb --jobs 0", "--jobs"), ("grade x.ipynb --timeout 60", "--timeout"),
     ("grade x.ipynb --memory 1e12", "--memory"),
     ("grade x.ipynb --scenario-timeout inf", "--scenario-timeout"),
     # grade-bench
@@ -101,3 +101,24 @@ def test_as_a_process_one_line_and_status_2(command):
 def test_help_states_the_upper_bounds(capsys, command, bound):
     assert main([command, "--help"]) == 0
     assert bound in capsys.readouterr().out
+
+
+def test_grade_has_no_notebook_timeout_and_says_the_limits_are_per_check(capsys):
+    """Every exercise's time limits are per check, and a notebook's is derived from them
+    (``Exercise.time_limit`` plus ``SETUP_SECONDS``): ``grade --timeout`` had no effect, so it
+    is gone (given, it is refused by name: :data:`BAD`). The help and exercises/README.md say
+    what limits a notebook instead, with the derived figures."""
+    from pathlib import Path
+
+    from percolator_ref import grading
+    from percolator_ref.grading.grader import SETUP_SECONDS
+    assert main(["grade", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--timeout" not in out.replace("--scenario-timeout", "")
+    assert "Each check has its own time limit" in out and "their sum" in out
+    readme = Path(__file__).resolve().parents[1] / "exercises" / "README.md"
+    text = " ".join(readme.read_text().split())
+    assert "`--timeout` (" not in text
+    for n in (1, 8):
+        limit = SETUP_SECONDS + grading.exercise(n).exercise.time_limit
+        assert f"{limit:g} s for exercise {n}" in text

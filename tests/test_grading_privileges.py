@@ -5,7 +5,10 @@ unprivileged user.
 Each hostile answer below is exercise 5's wrong oracle plus an attack; an attack
 that succeeds records it in ``HARMED`` and then defines the correct oracle, so
 any success shows as a score above 0, besides the harm the test looks for
-(modes, owners, mtimes, flags of the kit's files, processes left running).
+(modes, owners, mtimes, flags of the kit's files, processes left running). Exercise 1's
+attacks on the trusted world (forged observations, a forged report, the job read from the
+grader's frames, an optimized ``.pyc``: :data:`grading_helpers.CLIENT_ATTACKS`) are graded
+by the unprivileged grader too.
 
 :mod:`percolator_ref.grading.privileges`'s kernel layers are also tested alone
 (no audit hook, no Landlock): a process that called ``isolate`` cannot change a
@@ -29,11 +32,13 @@ from percolator_ref import grading
 from percolator_ref.grading import privileges
 from percolator_ref.grading.grader import Limits, grade_all
 from percolator_ref.grading.sandbox import check_write, denied_module, fd_inside
-from grading_helpers import REPO, solution_answer, student_notebook
+from grading_helpers import (CLIENT_ATTACKS, REPO, optimized_pyc_of, solution_answer,
+                             student_notebook)
 
 ROOT = os.geteuid() == 0
 LINUX = sys.platform.startswith("linux")
 N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
+N1 = len(grading.exercise(1).exercise.checks)          # exercise 1's checks
 WRONG_ORACLE = '''
 class Oracle:
     def __init__(self, state_path, first_timestamp=1, range_size=1000):
@@ -383,13 +388,20 @@ tempfile.tempdir = sys.argv[3]
 from percolator_ref.grading.grader import Limits, grade_all
 paths = json.loads(sys.argv[2])
 grades = grade_all(paths, kit + "/exercises", Limits(timeout=20, scenario_timeout=5), jobs=2)
-print(json.dumps([[g.n_passed, g.total, g.sandbox, g.summary()] for g in grades]))
+print(json.dumps([[g.n_passed, g.total, g.sandbox, g.problems, g.summary()] for g in grades]))
 '''
 
 
 @pytest.mark.skipif(not (LINUX and ROOT), reason="dropping to another uid needs root")
 def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path):
-    """The grader itself runs as an ordinary user who owns the kit (a copy of it)."""
+    """The grader itself runs as an ordinary user who owns the kit (a copy of it).
+
+    The notebooks: exercise 5's attacks above, and exercise 1's attacks on the trusted
+    world (:data:`grading_helpers.CLIENT_ATTACKS`, also graded as this user in
+    test_grading_hostile.py): forged observations, a forged report, the job read from the
+    grader's frames, and the hidden step rebuilt from an optimized ``.pyc`` that a
+    ``python -O`` run left in the kit copy.
+    """
     uid = privileges.free_uid()
     kit = tmp_path / "kit"
     shutil.copytree(REPO / "percolator_ref", kit / "percolator_ref",
@@ -398,30 +410,43 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
     (tmp_path / "subs").mkdir()
     (tmp_path / "gradetmp").mkdir()
     pristine = next((kit / "exercises").glob("05_*.ipynb"))
-    answers = hostile_answers(pristine, tmp_path / "subs")
-    paths = [str(student_notebook(tmp_path / "subs" / f"{i}.ipynb", 5, a))
-             for i, a in enumerate(answers.values())]
-    for p in [tmp_path] + sorted(tmp_path.rglob("*")):
-        os.chown(p, uid, uid, follow_symlinks=False)
-    watched = [str(kit / "percolator_ref" / "__init__.py"), str(pristine)]
-    before = snapshot(watched)
-    try:
-        proc = subprocess.run([sys.executable, "-c", AS_USER_GRADER, str(kit), json.dumps(paths),
-                               str(tmp_path / "gradetmp")], capture_output=True, text=True,
-                              timeout=240, preexec_fn=as_user(uid, tmp_path), cwd=tmp_path,
-                              env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-        after = snapshot(watched)
-    finally:
-        restore(before)
+    answers = [(name, 5, N5, a) for name, a in hostile_answers(pristine, tmp_path / "subs").items()]
+    answers += [(name, 1, N1, a) for name, a in CLIENT_ATTACKS.items()]
+    paths = [str(student_notebook(tmp_path / "subs" / f"{i}.ipynb", n, a,
+                                  exercises_dir=kit / "exercises"))
+             for i, (_, n, _, a) in enumerate(answers)]
+    with optimized_pyc_of(kit / "percolator_ref" / "transaction.py") as pyc:
+        for p in [tmp_path] + sorted(tmp_path.rglob("*")):
+            os.chown(p, uid, uid, follow_symlinks=False)
+        watched = [str(kit / "percolator_ref" / "__init__.py"), str(pristine), str(pyc),
+                   str(kit / "percolator_ref" / "transaction.py"),
+                   str(kit / "percolator_ref" / "grading" / "grader.py"),
+                   str(next((kit / "exercises").glob("01_*.ipynb")))]
+        before = snapshot(watched)
+        try:
+            proc = subprocess.run([sys.executable, "-c", AS_USER_GRADER, str(kit),
+                                   json.dumps(paths), str(tmp_path / "gradetmp")],
+                                  capture_output=True, text=True,
+                                  timeout=300, preexec_fn=as_user(uid, tmp_path), cwd=tmp_path,
+                                  env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+            after = snapshot(watched)
+        finally:
+            restore(before)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     grades = json.loads(proc.stdout.strip().splitlines()[-1])
     assert after == before
     assert survivors(str(tmp_path / "gradetmp")) == []
     assert list((tmp_path / "gradetmp").iterdir()) == []
-    for name, (passed, total, sandbox, summary) in zip(answers, grades):
-        assert (passed, total) == (0, N5), (name, summary)
+    assert len(grades) == len(answers)
+    for (name, _, total, _), (passed, graded, sandbox, problems, summary) in zip(answers, grades):
+        assert (passed, graded) == (0, total), (name, summary)
+        if "pyc" in name:
+            assert "opt-1.pyc is refused during grading" in problems[0], (name, problems)
+        if not sandbox:                 # its child stopped before it was ready: it says why
+            assert problems and problems[0].startswith("not run: "), (name, summary)
+            continue
         assert "user namespace" in sandbox and "PID namespace" in sandbox or \
-            "namespaces unavailable" in sandbox, sandbox
+            "namespaces unavailable" in sandbox, (name, sandbox)
 
 
 FALLBACK_PROBE = """

@@ -8,7 +8,6 @@ from pathlib import Path
 from .arguments import Count, Seconds
 
 JOBS = Count(1, 64)
-TIMEOUT = Seconds(3_600)
 SCENARIO_TIMEOUT = Seconds(600)
 MEMORY = Count(64, 65_536)
 
@@ -19,8 +18,10 @@ def register(subparsers) -> None:
         description="Grade a submitted exercise notebook, or every *.ipynb under a folder. Only "
                     "the student's answer cells are taken; each notebook runs in its own "
                     "sandboxed process with time and memory limits, and the checks' verdicts "
-                    "are computed outside it. Prints a per-check report; exit status 1 when "
-                    "any notebook did not pass every check.")
+                    "are computed outside it. Each check has its own time limit, set by its "
+                    "exercise; a notebook's limit is their sum plus the time to start (an "
+                    "answer that loops fails only the checks it loops in). Prints a per-check "
+                    "report; exit status 1 when any notebook did not pass every check.")
     p.add_argument("path", nargs="?",
                    help="a notebook, a .zip, or a folder of submissions: each top-level "
                         "sub-folder, .zip or notebook in it is one student's submission, in which "
@@ -37,8 +38,6 @@ def register(subparsers) -> None:
                    help="write Gradescope's autograder results.json (one test per check)")
     p.add_argument("-j", "--jobs", type=JOBS, default=1, metavar="N",
                    help=f"grade N notebooks in parallel, {JOBS} (default 1)")
-    p.add_argument("--timeout", type=TIMEOUT, default=60.0, metavar="SECONDS",
-                   help=f"wall-time limit for one notebook, {TIMEOUT} (default 60)")
     p.add_argument("--scenario-timeout", type=SCENARIO_TIMEOUT, default=10.0, metavar="SECONDS",
                    help=f"wall-time limit for one check's scenario, {SCENARIO_TIMEOUT} "
                         f"(default 10)")
@@ -92,8 +91,7 @@ def run(args) -> int:
         return 2
     path = Path(args.path)
     try:
-        limits = Limits(timeout=args.timeout, scenario_timeout=args.scenario_timeout,
-                        memory_mb=args.memory)
+        limits = Limits(scenario_timeout=args.scenario_timeout, memory_mb=args.memory)
     except ValueError as exc:
         print(f"percolator grade: {exc}", file=sys.stderr)
         return 2

@@ -58,12 +58,13 @@ SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
 class Limits:
     """What one notebook's child may use.
 
-    ``timeout`` and ``scenario_timeout`` bound the scenario exercises; an
+    ``timeout`` and ``scenario_timeout`` bound the scenario exercises (``@exercise.scenario``;
+    ``percolator grade`` has no ``--timeout``: none of its exercises is one); an
     exercise of trusted checks has its own limit per check
     (``Exercise.check(limit=...)``) and a notebook limit derived from them
-    (:data:`SETUP_SECONDS` plus their sum).
+    (:data:`SETUP_SECONDS` plus their sum), whatever ``timeout`` says.
     """
-    timeout: float = 60.0            # wall seconds for the whole notebook
+    timeout: float = 60.0            # wall seconds for a whole notebook of scenarios
     scenario_timeout: float = 10.0   # wall seconds for one scenario
     memory_mb: int = 1024            # address space
     file_mb: int = 16                # largest file it may write
