@@ -19,6 +19,11 @@ committed outputs:
    lists every choice) is left out. Answers shorter than five characters (a
    bare number, "one") are looked for only from the question to the reveal,
    and not in code, where small literals are everywhere.
+4. markdown and outputs (not code) above the reveal do not state the answer's key: from
+   the previous reveal on, its words without a leading article or hedge ("timestamp
+   oracle" for "the timestamp oracle", looked for when that leaves two words or more);
+   from the notebook's start, for an approximate fraction ("about 1/4"), a decimal of two
+   places or more within a tenth of it (0.23: a measured ratio that gives the answer).
 
 The self-tests below build leaking notebooks and show each rule failing.
 """
@@ -99,6 +104,26 @@ def states(text: str, answer: str, kind: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(answer) + r"(?!\w)", text, re.I) is not None
 
 
+LEAD = re.compile(r"^(?:the|a|an|about)\s+", re.I)
+FRACTION = re.compile(r"^about\s+(\d+)\s*/\s*(\d+)$", re.I)
+DECIMAL = re.compile(r"(?<![\w.])\d*\.\d{2,}(?![\w.])")
+
+
+def key_words(text: str, answer: str) -> bool:
+    """The answer's words without a leading article or hedge, stated in ``text`` (rule 4)."""
+    key = LEAD.sub("", answer.strip())
+    return key != answer.strip() and len(key.split()) >= 2 and states(text, key, "markdown")
+
+
+def key_number(text: str, answer: str) -> bool:
+    """A decimal within a tenth of an approximate fraction answer, in ``text`` (rule 4)."""
+    m = FRACTION.match(answer.strip())
+    if not m or not int(m.group(2)):
+        return False
+    target = int(m.group(1)) / int(m.group(2))
+    return any(abs(float(d) - target) <= 0.1 * target for d in DECIMAL.findall(text))
+
+
 def problems(nb: dict, name: str = "notebook") -> list:
     """Every visible answer at or above its reveal, as readable strings."""
     found, section_start, question = [], 0, None
@@ -126,6 +151,12 @@ def problems(nb: dict, name: str = "notebook") -> list:
             for kind, text in visible_texts(cells[j], code_visible=j != question):
                 if states(text, answer, kind):
                     found.append(f"{where}: cell {j} ({kind}) states the answer before it is revealed")
+                elif kind != "code" and key_words(text, answer):
+                    found.append(f"{where}: cell {j} ({kind}) states the answer's words before it is revealed")
+        for j in range(i + 1):
+            for kind, text in visible_texts(cells[j], code_visible=False):
+                if key_number(text, answer):
+                    found.append(f"{where}: cell {j} ({kind}) shows the answer's number before it is revealed")
         section_start, question = i + 1, None
     return found
 
@@ -207,3 +238,29 @@ def test_an_answer_in_a_folded_details_block_is_not_a_leak():
               "source": "<details><summary>Answers</summary>neither</details>"}
     nb = _notebook(_code("q.reveal(x, why=...)", [_reveal()], hidden=True), before=[folded])
     assert problems(nb) == []
+
+
+def _keyed(answer, before, choices):
+    """A notebook whose question has ``answer``, with ``before`` markdown cells above it."""
+    q = Predict("Which one?", choices)
+    r = q.reveal(answer, why="because")
+    cells = [{"cell_type": "markdown", "source": b, "metadata": {}} for b in before]
+    return {"cells": cells + [_code("q", [_display(q)]),
+                              _code("q.reveal(x, why=...)", [_display(r)], hidden=True)]}
+
+
+ORACLE = ["the timestamp oracle", "the tablet servers"]
+
+
+def test_the_answers_words_without_their_article_above_the_question_fail():
+    nb = _keyed("the timestamp oracle", ["One timestamp oracle serves all machines."], ORACLE)
+    assert any("states the answer's words" in p for p in problems(nb))
+    # a single word left after the article is too common to look for
+    assert problems(_keyed("the timestamp oracle", ["The oracle hands out timestamps."], ORACLE)) == []
+
+
+def test_a_ratio_near_an_approximate_fraction_above_the_question_fails():
+    shares = ["about 1/2", "about 1/4"]
+    nb = _keyed("about 1/4", ["| Write/s | 31003 | 7232 | 0.23 |"], shares)
+    assert any("shows the answer's number" in p for p in problems(nb))
+    assert problems(_keyed("about 1/2", ["| Write/s | 31003 | 7232 | 0.23 |"], shares)) == []
