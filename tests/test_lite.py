@@ -128,12 +128,6 @@ def lite(site):
             browser.close()
 
 
-@pytest.mark.xfail(reason="KNOWN REGRESSION (issue 22 reopened): exercise 01's self-check under "
-                   "Pyodide explores its families through greenlet-pyodide, whose every switch is "
-                   "a JSPI round trip (about 1 ms here): even bounded to 1 preemption in the "
-                   "browser it was not seen to finish within this test's limit on this loaded "
-                   "machine (not verified either way when the machine was idle)",
-                   run=False)
 def test_exercise_01_with_the_solutions_answer_passes_its_self_check(lite):
     from playwright.sync_api import expect
     base, page = lite

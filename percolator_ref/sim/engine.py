@@ -24,7 +24,7 @@ import threading
 from typing import Callable, Optional
 
 from ..services.clock import ManualClock
-from ..viz.browser import switch_into
+from ..viz.browser import IN_BROWSER, gc_paused, switch_into
 
 STALL_SECONDS = 120.0        # real seconds without a simulated event: something deadlocked
 
@@ -187,6 +187,10 @@ class GreenletCarrier:
         pass
 
     def run(self) -> None:
+        with gc_paused(IN_BROWSER):              # Pyodide: see viz.browser.gc_paused
+            self.loop_until_done()
+
+    def loop_until_done(self) -> None:
         self.loop = self.greenlet.getcurrent()
         sim = self.sim
         while (found := sim.next_resume()) is not None:
