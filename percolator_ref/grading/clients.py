@@ -180,6 +180,7 @@ class ClientHost:
         self.greenlets = greenlets
         self.inboxes: dict = {}
         self.stacks: dict = {}           # greenlets=True: each client's greenlet
+        self.threads: dict = {}          # otherwise: each client's thread
         self.history = None              # the trusted host records its transactions there
 
     def deliver(self, msg) -> None:
@@ -196,7 +197,9 @@ class ClientHost:
         """Start client ``cid``: in a thread, or in a greenlet run until it first waits."""
         if not self.greenlets:
             threading.stack_size(THREAD_STACK)
-            threading.Thread(target=self.client, args=(cid, spawn), daemon=True).start()
+            self.threads[cid] = threading.Thread(target=self.client, args=(cid, spawn),
+                                                 daemon=True)
+            self.threads[cid].start()
             return
         self.stacks[cid] = greenlet.greenlet(lambda: self.client(cid, spawn))
         switch_into(self.stacks[cid])
@@ -239,6 +242,19 @@ class ClientHost:
         finally:
             self.inboxes.pop(cid, None)
             self.stacks.pop(cid, None)
+            self.threads.pop(cid, None)
+
+    def wait_ended(self, cid: int, timeout: float) -> bool:
+        """Wait until client ``cid`` has stopped running (a greenlet already has once
+        :meth:`deliver` returns); False if its thread still runs after ``timeout`` s.
+
+        A crashed client unwinds in its own thread (its transaction closes its record
+        as crashed): the world waits for that before it reads the record."""
+        thread = self.threads.get(cid)
+        if thread is not None:
+            thread.join(max(timeout, 0.0))
+            return not thread.is_alive()
+        return True
 
     def answer_with(self, cid: int, fn: Callable):
         """Run ``fn`` and send its outcome as this client's answer; return its value."""

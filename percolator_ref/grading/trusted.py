@@ -388,9 +388,9 @@ class TrustedWorld(World):
         reaches no other lock-service state) and the history are equal,
         and each client heard the same messages (a client is a function of what
         it heard; a crashed or finished one never runs again). The history is
-        kept as which transactions began, in order: what a record holds is what
-        its client heard (a crashed client's thread may still be closing its
-        record, so the rest is not read here). A world with
+        kept as which transactions began, in order: what a record holds follows
+        from what its client heard (a crashed trusted client has closed its
+        record before :meth:`crash_client` returns). A world with
         interceptors of its own (a check's hook has hidden state) or a subclass
         with state of its own gives None: such a run is never merged with another.
         """
@@ -417,6 +417,10 @@ class TrustedWorld(World):
         for name in sorted(c.names):
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})
+        if c.host == "trusted" and not self.hub.trusted.wait_ended(
+                c.cid, self.deadline - time.monotonic()):
+            self.hub.broken = "timeout"
+            raise CheckTimeout(f"{c.label} did not stop after its crash")
         self.note(c, "crashed (never answered again)")
 
     def settle(self) -> Transaction:
