@@ -19,6 +19,8 @@ NB_DIRS := notebooks solutions
 SYSTEM_PKGS := chromium redis-server
 # Extra pytest arguments, e.g. make test PYTEST_ARGS='-m "not slow"'
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
+TEST_JOBS ?= 2
 
 .PHONY: venv lab lite serve-lite bench-lite grade-bench test secret-sweep system-deps clean
 
@@ -65,14 +67,14 @@ grade-bench: venv
 # notebooks (exercises/ is left out: unsolved exercises fail by design).
 # PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite.
 test: venv lite
-	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
 	done; \
 	if [ -z "$$dirs" ]; then echo "nbval: no notebooks yet in $(NB_DIRS); skipped"; exit 0; fi; \
-	echo "$(BIN)/python -m pytest --nbval --nbval-current-env$$dirs $(PYTEST_ARGS)"; \
-	$(BIN)/python -m pytest --nbval --nbval-current-env $$dirs $(PYTEST_ARGS); rc=$$?; \
+	echo "$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --nbval --nbval-current-env$$dirs $(PYTEST_ARGS)"; \
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --nbval --nbval-current-env $$dirs $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "nbval: no notebook cells collected in$$dirs"; rc=0; fi; \
 	exit $$rc
 

@@ -35,3 +35,17 @@ def make_cluster(backend):
         made.append(url)
         return Cluster(first_timestamp=first_timestamp, backend=url, **kwargs)
     return make
+
+
+# `make test` runs pytest-xdist with --dist loadgroup. A file's tests share module fixtures
+# and caches (a self-check computed once, a server started once), so each file runs in one
+# test process, except these, whose tests are independent gradings (each minutes long).
+SPREAD = {"test_grading_catalogue.py", "test_grading_hidden_reference.py",
+          "test_grading_hostile.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name not in SPREAD:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
