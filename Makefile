@@ -67,7 +67,7 @@ grade-bench: venv
 # notebooks (exercises/ is left out: unsolved exercises fail by design).
 # PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite.
 test: venv lite
-	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup tests $(PYTEST_ARGS)
+	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
