@@ -70,33 +70,6 @@ def test_the_async_world_raises_max_ts_before_it_serves_a_read():
 
 # -- a grade never depends on thread timing ----------------------------------------------------
 
-def test_a_crashed_grader_writer_has_closed_its_record_when_the_family_ends(monkeypatch):
-    """W's thread closes its history record as crashed when it learns it is gone; the judge
-    reads that record, so the world waits for it (a loaded machine once let it land during
-    the judge, and exercise 10's verdicts changed from run to run)."""
-    from percolator_ref.grading.schedules import Chooser
-    from percolator_ref.grading.trusted import Participant
-    from percolator_ref.transaction import Transaction
-    module = grading.exercise(9)
-    slow_close = Transaction.close
-
-    def close(txn, status):
-        time.sleep(0.3)                  # a thread the machine runs late
-        slow_close(txn, status)
-    monkeypatch.setattr(Transaction, "close", close)
-    trial = Trial(local_hub(module.exercise, Cleanup), time.monotonic() + 60, {"t0": 5})
-    world = module.RecordsWorld(trial)
-    try:
-        writer = Participant("W", "tikv_writer", ([["Bob", "bal", 1], ["Joe", "bal", 2]],
-                                                  "late-primary"), host="trusted", crashable=True)
-        clients = world.run([writer], Chooser((("go", "W"), ("crash", "W"))))
-        assert clients[0].crashed and clients[0].timestamps
-        [record] = [r for r in world.cluster.history.records if r.client != "settle"]
-        assert record.status == "crashed"
-    finally:
-        trial.close()
-
-
 def _grader_writer(answers, timestamps=(), crashed=False):
     from percolator_ref.grading.trusted import Client
     return Client(1, "W", "trusted", crashable=True, timestamps=list(timestamps),
