@@ -64,7 +64,7 @@ def instructor_table() -> dict:
     import re
     from pathlib import Path
     text = (Path(__file__).resolve().parents[1] / "exercises" / "README.md").read_text()
-    rows = re.findall(r"^\| (\d) \| `\d\d_\w+`.*?\| (\d+) \| (\d+)/(\d+) catalogue \|", text, re.M)
+    rows = re.findall(r"^\| (\d+) \| `\d\d_\w+`.*?\| (\d+) \| (\d+)/(\d+) catalogue \|", text, re.M)
     return {int(n): (int(c), int(k), int(t)) for n, c, k, t in rows}
 
 

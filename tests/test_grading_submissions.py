@@ -132,7 +132,7 @@ def test_cli_binds_the_run_to_an_exercise(tmp_path, capsys):
     assert "this notebook is exercise 1; this run grades exercise 5" in capsys.readouterr().out
     [row] = list(csv.DictReader((tmp_path / "s.csv").open()))
     assert (row["exercise"], row["checks_passed"], row["checks_total"]) == ("5", "0", str(N5))
-    assert main(["grade", str(subs), "--exercise", "9"]) == 2
+    assert main(["grade", str(subs), "--exercise", "11"]) == 2
     assert "--exercise must be one of [1, 2" in capsys.readouterr().err
 
 
@@ -270,7 +270,7 @@ def test_the_autograder_grades_right_wrong_copies_and_wrong_exercise(autograder,
 
 def test_the_autograder_needs_a_known_exercise(tmp_path):
     with pytest.raises(ValueError, match="exercise must be one of"):
-        build_autograder(tmp_path / "x.zip", 9)
+        build_autograder(tmp_path / "x.zip", 11)
     assert not (tmp_path / "x.zip").exists()
 
 

@@ -25,6 +25,8 @@ MODULES = {
     6: "ex06_observers",
     7: "ex07_broker_hotspot",
     8: "ex08_write_skew",
+    9: "ex09_rollback_records",
+    10: "ex10_async_commit",
 }
 
 

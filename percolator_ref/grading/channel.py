@@ -41,6 +41,7 @@ import struct
 import threading
 
 from percolator_ref.model import Cell, Lock, Write, WriteKind
+from percolator_ref.variants.locks import extras_of, lock_with_extras
 
 MAX_MESSAGE = 1 << 20          # bytes
 MAX_DEPTH = 12
@@ -71,8 +72,10 @@ def encode(value, depth: int = 0):
     if isinstance(value, WriteKind):
         return {"$": "K", "v": value.value}
     if isinstance(value, Lock):
-        return {"$": "Lock", "start_ts": value.start_ts, "primary": encode(tuple(value.primary)),
-                "is_primary": value.is_primary, "client": value.client, "kind": value.kind.value}
+        found = {"$": "Lock", "start_ts": value.start_ts, "primary": encode(tuple(value.primary)),
+                 "is_primary": value.is_primary, "client": value.client, "kind": value.kind.value}
+        extras = extras_of(value)              # TiKV's lock fields (a variant's), if any
+        return dict(found, extras=encode(extras, depth + 1)) if extras else found
     if isinstance(value, Write):
         return {"$": "Write", "start_ts": value.start_ts, "kind": value.kind.value}
     if isinstance(value, Cell):
@@ -119,6 +122,29 @@ def _kind(text) -> WriteKind:
         raise ProtocolError(f"unknown write kind {text!r}") from None
 
 
+EXTRA_TYPES = {"ttl": (int, float), "wall": (int, float), "min_commit_ts": (int,),
+               "for_update_ts": (int,)}
+
+
+def _lock_extras(data, depth: int) -> dict:
+    """TiKV's lock fields (:func:`percolator_ref.variants.locks.extras_of`), validated."""
+    if data is None:
+        return {}
+    extras = decode(data, depth + 1)
+    if not isinstance(extras, dict) or not set(extras) <= set(EXTRA_TYPES) | {"secondaries"}:
+        raise ProtocolError("Lock.extras must map TiKV's lock fields to values")
+    for name, value in extras.items():
+        if name == "secondaries":
+            if not (isinstance(value, list) and len(value) <= 64 and all(
+                    isinstance(c, list) and len(c) == 3 and all(isinstance(p, str) for p in c)
+                    for c in value)):
+                raise ProtocolError("Lock.secondaries must be a list of cells")
+        elif type(value) not in EXTRA_TYPES[name] or (type(value) is float
+                                                     and not math.isfinite(value)):
+            raise ProtocolError(f"Lock.{name} must be a number")
+    return extras
+
+
 def _decode_tagged(data: dict, depth: int):
     tag = data["$"]
     if tag == "K":
@@ -130,8 +156,10 @@ def _decode_tagged(data: dict, depth: int):
         if not (isinstance(primary, tuple) and len(primary) == 3
                 and all(isinstance(p, str) for p in primary)):
             raise ProtocolError("Lock.primary must be a (table, row, column) tuple")
-        return Lock(_field(data, "start_ts", int), Cell(*primary), _field(data, "is_primary", bool),
-                    _field(data, "client", str, optional=True), _kind(data.get("kind")))
+        return lock_with_extras(_field(data, "start_ts", int), Cell(*primary),
+                                _field(data, "is_primary", bool),
+                                _field(data, "client", str, optional=True), _kind(data.get("kind")),
+                                _lock_extras(data.get("extras"), depth))
     if tag == "Cell":
         v = _field(data, "v", list)
         if len(v) != 3 or not all(isinstance(p, str) for p in v):

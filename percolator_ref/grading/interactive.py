@@ -51,9 +51,12 @@ class Trial:
         self.worlds.clear()
 
     def explore(self, family, judge, ttl: float = 10.0, preemptions: int = 2,
-                crashes: int = 1) -> int:
-        """Run every schedule of ``family`` within the bounds; Counterexample on a failure."""
+                crashes: int = 1, world=None) -> int:
+        """Run every schedule of ``family`` within the bounds; Counterexample on a failure.
+        ``world``: makes each schedule's fresh world (default: a :class:`TrustedWorld`)."""
         def fresh():
+            if world is not None:
+                return world()
             return TrustedWorld(self.hub, self.p["t0"], self.deadline, ttl)
         if self.max_preemptions is not None and preemptions > self.max_preemptions:
             preemptions, self.bounded = self.max_preemptions, True

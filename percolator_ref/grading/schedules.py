@@ -152,7 +152,9 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
         for i in range(len(chooser.taken) - 1, len(chooser.prefix) - 1, -1):
             todo.extend(reversed(chooser.alternatives(i, preemptions, crashes)))
     if outcome.failure is not None:             # run it again, keeping the cells of each step
-        outcome.failure, outcome.steps = run(Chooser(outcome.schedule), True)
+        again, steps = run(Chooser(outcome.schedule), True)
+        if again is not None:                   # a failure seen is never taken back (a run
+            outcome.failure, outcome.steps = again, steps   # that passes again keeps it)
     return outcome
 
 

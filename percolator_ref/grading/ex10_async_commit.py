@@ -1,0 +1,319 @@
+"""Exercise 10: async commit (TiKV), resolving a lock whose primary lists the secondaries.
+
+With async commit a transaction counts as committed once every prewrite has
+succeeded ("we know that commit will not fail": ``design/async-commit/README.md``
+in ``tikv/sig-transaction``). Its primary lock lists every secondary, each lock
+carries a ``min_commit_ts``, and the commit timestamp is the largest of them
+(``initial-design.md``). A reader that meets such a lock of a dead client
+cannot decide at the primary alone: it checks every secondary (TiKV's
+``CheckSecondaryLocks``, ``src/storage/txn/commands/check_secondary_locks.rs``):
+all locked -> committed at the largest ``min_commit_ts``; one committed -> committed
+at its commit_ts; one missing -> it writes a rollback record there, so that the
+prewrite, if it is only late, is refused, and the transaction is rolled back.
+
+The student subclasses :class:`~percolator_ref.cleanup.Cleanup` as
+``AsyncResolve`` and writes ``resolve_primary(primary, start_ts, holder)``. The
+variant's steps (:class:`~percolator_ref.variants.async_commit.AsyncCleanup`) and
+the paper's ``Cleanup.resolve_primary`` are hidden in the sandbox. The grader's
+:class:`AsyncWorld` runs :class:`~percolator_ref.variants.async_commit.AsyncCommit`:
+its store keeps ``max_ts`` (raised by every read it serves, before it
+serves it, as TiKV's concurrency manager is), its timestamps are even, and its
+reference writer is an async-commit transaction. The last checks explore every
+small interleaving of a reader (the student's resolve) with a three-cell
+async-commit transfer, its crash included, and of two readers racing.
+"""
+from __future__ import annotations
+
+import weakref
+
+from percolator_ref import Cluster, ManualClock, Transaction
+from percolator_ref import rows
+from percolator_ref.model import Cell, Write, WriteKind, data_col, lock_col, write_col
+from percolator_ref.session import Session
+from percolator_ref.step import Step
+from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
+from percolator_ref.variants.locks import TiKVLock
+
+from .battery import guard
+from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
+from .framework import Exercise, require
+from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
+from .trusted import Participant, TrustedWorld, history_with, judge_history, record_intent
+
+exercise = Exercise(
+    10, "async commit: resolve a lock whose primary lists its secondaries",
+    answer="AsyncResolve", graded={"AsyncResolve": ("resolve_primary",)},
+    hidden=("percolator_ref.cleanup:Cleanup.resolve_primary",
+            *(f"percolator_ref.variants.async_commit:AsyncCleanup.{step}" for step in (
+                "resolve_primary", "check_secondaries", "check_secondary", "decide"))),
+    forbidden_bases=("AsyncCleanup",))
+
+BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1")
+ROWS = ("Bob", "Joe", "Ann")                   # the transfer's cells, Bob.bal the primary
+READS = frozenset({Step.GET.value, Step.SCAN.value})
+SHARED = weakref.WeakValueDictionary()         # world id -> its store's MaxTs (trusted side only)
+
+
+def _p(*stamps):
+    """Even timestamps (an async-commit cluster's start_ts are even), balances, and the
+    min_commit_ts of the three locks (odd, as the store computes them)."""
+    def params(rng):
+        found = timeline(rng, *stamps)
+        p = {name: 2 * ts if name != "t0" else ts for name, ts in found.items()}
+        p["mct"] = [p["s_w"] + 1, p["s_w"] + 3, p["s_w"] + 5]    # Bob, Joe, Ann: Ann's largest
+        p["s_r"] = p["s_w"] + 8                 # above every min_commit_ts
+        return dict(p, **amounts(rng, *BALANCES))
+    return params
+
+
+class AsyncWorld(TrustedWorld):
+    """A trusted world running TiKV's async commit; its store's max_ts is raised by every
+    read it serves, before it hands the row out."""
+
+    def __init__(self, trial, ttl: float = 10.0, register: bool = True):
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl)
+        self.cluster = guard(Cluster(first_timestamp=trial.p["t0"], clock=ManualClock(),
+                                     lock_ttl=ttl, variants=[AsyncCommit()]), BUDGET)
+        self.oracle = self.cluster.oracle
+        self.hub.trusted.history = self.cluster.history
+        self.max_ts: MaxTs = max_ts_of(self.cluster.bigtable)
+        SHARED[id(self)] = self.max_ts
+        if register:
+            trial.worlds.append(self)
+
+    def serve_row(self, c, msg: dict) -> None:
+        if msg["step"] in READS and c.timestamps:
+            self.max_ts.update(c.timestamps[0])
+        return super().serve_row(c, msg)
+
+    def async_locked(self, values: dict, start: int, client: str, min_commit: list) -> None:
+        """``values`` prewritten with async commit at ``start`` by ``client``: the first cell
+        the primary, listing the others; lock i carries ``min_commit[i]``."""
+        self.stamp(start)
+        cells = [Cell(TABLE, row, column) for row, column in values]
+        for i, ((row, column), value) in enumerate(values.items()):
+            lock = TiKVLock(start, cells[0], i == 0, client, WriteKind.PUT,
+                            min_commit_ts=min_commit[i], secondaries=tuple(cells[1:]) if i == 0 else ())
+            with self.row(row) as rt:
+                rt.write(data_col(column), start, value)
+                rt.write(lock_col(column), start, lock)
+        self.cluster.lockservice.register(client)
+
+    def settled_at(self, row: str, start: int, commit_ts) -> None:
+        """``row``.bal of the transaction at ``start`` committed at ``commit_ts`` (None: rolled
+        back, with a rollback record)."""
+        with self.row(row) as rt:
+            if commit_ts is None:
+                rows.apply(rt, rows.rollback_writes("bal", start)
+                           + [(write_col("bal"), start, Write(start, WriteKind.ROLLBACK))])
+            else:
+                rows.apply(rt, rows.commit_writes("bal", Write(start), commit_ts, False))
+
+
+# -- roles ------------------------------------------------------------------------------------
+
+@exercise.role("reader")
+def _reader_role(Answer, cluster, cells):
+    """A reference transaction whose cleanup is the answer: the values its Gets read."""
+    cluster.Cleanup = Answer
+    txn = Transaction(cluster)
+    values = [txn.get(row, column) for row, column in cells]
+    txn.abandon()
+    return values
+
+
+@exercise.role("resolve")
+def _resolve_role(Answer, cluster, primary, start_ts, holder):
+    """One call of the answer's ``resolve_primary`` by the client R."""
+    cluster.Cleanup = Answer
+    return Answer(Session(cluster, "R")).resolve_primary(Cell(*primary), start_ts, holder)
+
+
+@exercise.role("async_writer")
+def _async_writer_role(Reference, cluster, values, world):
+    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts."""
+    variant = AsyncCommit()
+    cluster.Transaction = type("Transaction", (variant.Transaction, Transaction), {})
+    cluster.Cleanup = type("Cleanup", (variant.Cleanup, cluster.Cleanup), {})
+    max_ts_of.states[cluster.bigtable] = SHARED[world]
+    txn = cluster.Transaction(cluster)
+    for row, column, value in values:
+        txn.set(row, column, value)
+    record_intent(txn)
+    return txn.commit()
+
+
+# -- what the checks build and read -----------------------------------------------------------
+
+def _crashed(trial, p, rows_locked=ROWS):
+    """Bob, Joe, Ann committed at (s0, c0); W prewrote a transfer of ``rows_locked`` with
+    async commit at s_w (Bob primary, listing Joe and Ann) and died."""
+    w = AsyncWorld(trial)
+    w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, p["s0"], p["c0"])
+    values = {(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS}
+    w.async_locked({k: v for k, v in values.items() if k[0] in rows_locked}, p["s_w"], "W",
+                   p["mct"])
+    if rows_locked != ROWS:                    # the primary lists every cell all the same
+        _list_all(w, p)
+    w.crash("W")
+    return w
+
+
+def _list_all(w, p) -> None:
+    with w.row("Bob") as rt:
+        lock = rt.read(lock_col("bal"), p["s_w"], p["s_w"])[1]
+        secondaries = tuple(Cell(TABLE, row, "bal") for row in ROWS[1:])
+        rt.write(lock_col("bal"), p["s_w"], TiKVLock(
+            lock.start_ts, lock.primary, True, lock.client, lock.kind,
+            min_commit_ts=lock.min_commit_ts, secondaries=secondaries))
+
+
+def _read(w, start: int, row: str) -> dict:
+    w.reach(start)
+    result = w.client("reader", [[row, "bal"]]).answer
+    got = result.get("value") if isinstance(result, dict) else None
+    return {"value": got[0]} if isinstance(got, list) and len(got) == 1 else result
+
+
+def _commit_ts_of(w, row: str, start: int):
+    return commit_of(w, Cell(TABLE, row, "bal"), start)
+
+
+def _locks_of(w, start: int) -> list:
+    return [row for row in ROWS if any(ts == start for ts, _ in w.cluster.bigtable.versions(
+        TABLE, row, lock_col("bal")))]
+
+
+# -- 1. every lock prewritten: committed --------------------------------------------------
+
+@exercise.check("every lock prewritten: a reader of a secondary commits the transaction at the "
+                "largest min_commit_ts", params=_p("s0", "c0", "s_w"))
+def _committed(trial, p):
+    w = _crashed(trial, p)
+    got = _read(w, p["s_r"], "Joe")
+    _committed_ok(w, got, p, "Joe")
+
+
+def _committed_ok(w, got, p, row: str) -> None:
+    want = max(p["mct"])
+    rule = (f"W (start_ts {p['s_w']}) prewrote every cell with async commit: its primary lists "
+            f"Joe.bal and Ann.bal and every lock is there, so W is committed, at the largest "
+            f"min_commit_ts of its locks: {want} (they are {', '.join(map(str, p['mct']))} on "
+            f"Bob, Joe, Ann)")
+    found = _commit_ts_of(w, "Bob", p["s_w"])
+    require(found == want, f"{rule}; the primary Bob.bal "
+            + (f"was committed at {found}" if found is not None else "was not committed"))
+    require(_commit_ts_of(w, row, p["s_w"]) == want,
+            f"{rule}: resolve_primary returns {want} and {row}.bal is rolled forward at it; "
+            f"{row}.bal's commit: {_commit_ts_of(w, row, p['s_w'])}")
+    value = p[f"{row[0].lower()}1"]
+    require(returned(got, value), f"{rule}; the reader (start_ts {p['s_w'] + 8}) then reads "
+                                  f"{value}; it {said(got)}")
+
+
+@exercise.check("every lock prewritten: a reader of the primary commits it at the largest "
+                "min_commit_ts", params=_p("s0", "c0", "s_w"))
+def _committed_primary(trial, p):
+    p = dict(p, mct=sorted(p["mct"], reverse=True))       # the primary's own is the largest
+    w = _crashed(trial, p)
+    _committed_ok(w, _read(w, p["s_r"], "Bob"), p, "Bob")
+
+
+# -- 2. a secondary missing: rolled back ---------------------------------------------------------
+
+@exercise.check("a secondary never prewritten: the transaction is rolled back",
+                params=_p("s0", "c0", "s_w"))
+def _missing(trial, p):
+    w = _crashed(trial, p, rows_locked=("Bob", "Joe"))
+    got = _read(w, p["s_r"], "Joe")
+    rule = (f"W (start_ts {p['s_w']}) died before prewriting Ann.bal, which its primary lists: "
+            f"not every prewrite succeeded, so W never committed and is rolled back (its "
+            f"prewrite of Ann.bal, if it is only late, must then fail)")
+    for row in ("Bob", "Joe"):
+        require(_commit_ts_of(w, row, p["s_w"]) is None,
+                f"{rule}; {row}.bal was committed at {_commit_ts_of(w, row, p['s_w'])}")
+    left = _locks_of(w, p["s_w"])
+    require("Joe" not in left and "Bob" not in left, f"{rule}; W's locks are still on {left}")
+    require(returned(got, p["j0"]), f"{rule}; the reader then reads {p['j0']}; it {said(got)}")
+
+
+# -- 3. already decided ----------------------------------------------------------------------
+
+@exercise.check("a primary already committed (or rolled back) by another reader decides",
+                params=_p("s0", "c0", "s_w"))
+def _decided(trial, p):
+    got = {}
+    for outcome in ("committed", "rolled back"):
+        w = _crashed(trial, p)
+        commit_ts = max(p["mct"]) if outcome == "committed" else None
+        w.settled_at("Bob", p["s_w"], commit_ts)        # a reader decided, then died
+        got[outcome] = (_read(w, p["s_r"], "Joe"), _commit_ts_of(w, "Joe", p["s_w"]),
+                        _locks_of(w, p["s_w"]))
+    _decided_ok(got, p)
+
+
+def _decided_ok(got, p) -> None:
+    c = max(p["mct"])
+    value, joe, left = got["committed"]
+    rule = (f"another reader committed W's primary Bob.bal at {c} and died: resolve_primary "
+            f"returns {c} (the primary decides), and Joe.bal is rolled forward at it")
+    require(joe == c and "Joe" not in left, f"{rule}; Joe.bal's commit: {joe}, locks left on {left}")
+    require(returned(value, p["j1"]), f"{rule}; the reader reads {p['j1']}; it {said(value)}")
+    value, joe, left = got["rolled back"]
+    rule = (f"another reader rolled W's primary Bob.bal back (a rollback record at {p['s_w']}) "
+            f"and died: a rollback record is not a commit; resolve_primary returns None and "
+            f"Joe.bal is rolled back")
+    require(joe is None and "Joe" not in left, f"{rule}; Joe.bal's commit: {joe}, locks left on "
+                                               f"{left}")
+    require(returned(value, p["j0"]), f"{rule}; the reader reads {p['j0']}; it {said(value)}")
+
+
+# -- 4. every small interleaving -------------------------------------------------------------
+
+FAMILY_TTL = 0.004
+CELLS = (("Joe", "bal"), ("Bob", "bal"))
+
+
+def _family_p(rng):
+    return dict(timeline(rng), **amounts(rng, *BALANCES))
+
+
+def _family(p, readers):
+    def family(w):
+        start = w.oracle.peek()
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, start, start + 2)
+        writer = Participant("W", "async_writer", (
+            [[row, "bal", p[f"{row[0].lower()}1"]] for row in ROWS], id(w)), host="trusted",
+            crashable=True)
+        return [writer] + [Participant(r, "reader", (CELLS,)) for r in readers]
+    return family
+
+
+def _judge(labels):
+    def judge(w, clients) -> None:
+        readers = {}
+        for label in labels:
+            result = clients[label].answer
+            values = result.get("value") if isinstance(result, dict) else None
+            require(isinstance(values, list) and len(values) == len(CELLS),
+                    f"reader {label} (your resolve plugged into Get) {said(result)}")
+            readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in CELLS], values))
+        records = history_with(w, readers)
+        settled_invariants(w, records)
+        writer_answered(w, clients["W"], " (once every prewrite succeeded)")
+        judge_history(records)
+    return judge
+
+
+@exercise.check("every interleaving of a reader (your resolve) with an async-commit transfer of "
+                "three cells, and the transfer's crash", params=_family_p, limit=60.0)
+def _race_reader(trial, p):
+    trial.explore(_family(p, ["R"]), _judge(["R"]), ttl=FAMILY_TTL,
+                  world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+
+
+@exercise.check("every interleaving of two readers (your resolve) racing to resolve an "
+                "async-commit transfer", params=_family_p, limit=60.0)
+def _race_readers(trial, p):
+    trial.explore(_family(p, ["R1", "R2"]), _judge(["R1", "R2"]), ttl=FAMILY_TTL, crashes=0,
+                  preemptions=1, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))

@@ -1,0 +1,134 @@
+"""Exercise 9 (rollback records): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check. INTERLEAVING
+names the entries whose misconception shows only in an interleaving of the
+reader with the transfer (every check that builds one client at a time passes).
+"""
+import textwrap
+
+HEADER = '''from percolator_ref import rows
+from percolator_ref.cleanup import Cleanup
+from percolator_ref.model import Write, WriteKind, data_col, lock_col, write_col
+from percolator_ref.step import Step
+
+'''
+
+RESOLVE = '''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''
+
+ROLLBACK = '''\
+record = Write(start_ts, WriteKind.ROLLBACK)
+return rows.rollback_writes(column, start_ts) + [(write_col(column), start_ts, record)]
+'''
+
+
+def _answer(resolve=RESOLVE, rollback=ROLLBACK) -> str:
+    """A whole answer cell: the class with the student's two methods."""
+    return (HEADER + "\nclass RollbackCleanup(Cleanup):\n"
+            "    def resolve_primary(self, primary, start_ts, holder=None):\n"
+            + textwrap.indent(textwrap.dedent(resolve), " " * 8)
+            + "\n    def rollback_writes(self, column, start_ts):\n"
+            + textwrap.indent(textwrap.dedent(rollback), " " * 8))
+
+
+WRONG = {
+    "the paper's rollback: erase the lock and the data, no record": _answer(rollback='''\
+return [(lock_col(column), start_ts, None), (data_col(column), start_ts, None)]
+'''),
+    "the record is a commit (kind PUT) at start_ts": _answer(rollback='''\
+return rows.rollback_writes(column, start_ts) + [(write_col(column), start_ts, Write(start_ts))]
+'''),
+    "the record at the next timestamp, as a commit would be": _answer(rollback='''\
+record = Write(start_ts, WriteKind.ROLLBACK)
+return rows.rollback_writes(column, start_ts) + [(write_col(column), start_ts + 1, record)]
+'''),
+    "the record replaces the erasures (the lock stays)": _answer(rollback='''\
+return [(data_col(column), start_ts, None),
+        (write_col(column), start_ts, Write(start_ts, WriteKind.ROLLBACK))]
+'''),
+    "any write record at start_ts means committed, a rollback record too": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    found = rt.read(write_col(primary.column))
+    if found is not None and found[1].start_ts == start_ts:
+        return found[0]                    # the newest write record is ours: committed
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "no lock on the primary: roll it back, whether or not it committed": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "a primary that is neither locked nor committed was rolled back: nothing to write": _answer(
+        resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    return None                        # no lock: someone already rolled it back
+'''),
+    "decide in one row transaction, roll back in the next": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    locked = rows.held_lock(rt, primary.column, start_ts) is not None
+    recorded = rt.read(write_col(primary.column), start_ts, start_ts) is not None
+if commit_ts is not None:
+    return commit_ts
+if locked or not recorded:             # not committed: roll it back, record and all
+    with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+return None
+'''),
+    "the record for a missing primary written after the check, in its own row transaction": _answer(
+        resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+        return None
+    missing = rt.read(write_col(primary.column), start_ts, start_ts) is None
+if missing:                            # nothing there yet: leave a record behind
+    with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+return None
+'''),
+    "check for a commit first, then lock or record in a second row transaction": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+if commit_ts is not None:              # committed: nothing else to decide
+    return commit_ts
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+return None
+'''),
+}
+
+INTERLEAVING = {
+    "a primary that is neither locked nor committed was rolled back: nothing to write",
+    "decide in one row transaction, roll back in the next",
+    "the record for a missing primary written after the check, in its own row transaction",
+    "check for a commit first, then lock or record in a second row transaction",
+}

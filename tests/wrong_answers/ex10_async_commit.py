@@ -1,0 +1,149 @@
+"""Exercise 10 (async commit): plausible wrong answer cells, as students write them.
+
+Each value is the whole answer cell. tests/test_grading_catalogue.py grades
+every one through the sandbox: each must fail at least one check. INTERLEAVING
+names the entries whose misconception shows only in an interleaving of the
+readers with the async-commit transfer (every check of one client passes).
+"""
+import textwrap
+
+HEADER = '''from percolator_ref import rows
+from percolator_ref.cleanup import Cleanup
+from percolator_ref.model import Cell, Write, WriteKind, write_col
+from percolator_ref.step import Step
+
+'''
+
+PRIMARY = '''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    lock = rows.held_lock(rt, primary.column, start_ts)
+if commit_ts is not None or lock is None:
+    return commit_ts
+'''
+
+CHECK = '''\
+found = [lock.min_commit_ts]
+for cell in map(Cell._make, lock.secondaries):
+    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
+        other = rows.held_lock(rt, cell.column, start_ts)
+        done = rows.find_commit_ts(rt, cell.column, start_ts)
+        if other is None and done is None:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    if done is not None:
+        found = [done]
+        break
+    if other is None:
+        found = None
+        break
+    found.append(other.min_commit_ts)
+decided = max(found) if found else None
+'''
+
+DECIDE = '''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, start_ts) is None:
+        return rows.find_commit_ts(rt, primary.column, start_ts)
+    if decided is None:
+        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
+            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    else:
+        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
+                                          notify=False))
+    return decided
+'''
+
+
+def _answer(primary=PRIMARY, check=CHECK, decide=DECIDE) -> str:
+    """A whole answer cell: the class with the student's resolve_primary, in three parts."""
+    body = "".join(textwrap.dedent(part) for part in (primary, check, decide))
+    return (HEADER + "\nclass AsyncResolve(Cleanup):\n"
+            "    def resolve_primary(self, primary, start_ts, holder=None):\n"
+            + textwrap.indent(body, " " * 8))
+
+
+def _check(missing: str) -> str:
+    """CHECK with another treatment of a secondary that holds no lock and no commit."""
+    return CHECK.replace('''        if other is None and done is None:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+''', missing)
+
+
+WRONG = {
+    "the paper's resolution: a primary still locked is rolled back": _answer(check='''\
+decided = None                         # the holder is dead before its commit point
+'''),
+    "commit at the primary's own min_commit_ts": _answer(check=CHECK + '''\
+decided = lock.min_commit_ts if decided is not None else None
+'''),
+    "commit at a fresh timestamp, as the paper's commit takes one": _answer(check=CHECK + '''\
+decided = self.session.timestamp() if decided is not None else None
+'''),
+    "the largest min_commit_ts of the secondaries, without the primary's": _answer(
+        check=CHECK.replace("found = [lock.min_commit_ts]", "found = []").replace(
+            "decided = max(found) if found else None",
+            "decided = max(found) if found is not None else None")),
+    "one secondary locked is enough to commit": _answer(check='''\
+decided = None
+for cell in map(Cell._make, lock.secondaries):
+    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
+        other = rows.held_lock(rt, cell.column, start_ts)
+    if other is not None:              # it got that far: the transaction is committed
+        decided = max(lock.min_commit_ts, other.min_commit_ts)
+        break
+'''),
+    "a rollback record on the primary is read as its commit": _answer(primary='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    found = rt.read(write_col(primary.column))
+    lock = rows.held_lock(rt, primary.column, start_ts)
+if found is not None and found[1].start_ts == start_ts:
+    return found[0]                    # a write record for our start_ts: decided
+if lock is None:
+    return None
+'''),
+    "commits the primary but reports no commit_ts": _answer(decide=DECIDE.replace(
+        "    return decided\n", "    return None\n")),
+    "a missing secondary is rolled back, but nothing is written there": _answer(check=_check("")),
+    "the rollback record goes on the primary only": _answer(check=_check(""), decide='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, start_ts) is None:
+        return rows.find_commit_ts(rt, primary.column, start_ts)
+    if decided is None:                # the primary's record refuses the transaction for good
+        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
+            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    else:
+        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
+                                          notify=False))
+    return decided
+'''),
+    "the missing secondary's record is written in a row transaction of its own": _answer(
+        check=_check("").replace('''    if other is None:
+        found = None
+        break
+''', '''    if other is None:                  # missing: leave a rollback record there
+        with self.session.row_transaction(cell.table, cell.row, Step.ROLL_BACK) as rt:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+        found = None
+        break
+''')),
+    "a secondary without a lock is missing (committed ones too)": _answer(check='''\
+found = [lock.min_commit_ts]
+for cell in map(Cell._make, lock.secondaries):
+    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
+        other = rows.held_lock(rt, cell.column, start_ts)
+        if other is None:              # no lock: never prewritten, refuse it from now on
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    if other is None:
+        found = None
+        break
+    found.append(other.min_commit_ts)
+decided = max(found) if found else None
+'''),
+}
+
+INTERLEAVING = {
+    "a missing secondary is rolled back, but nothing is written there",
+    "the rollback record goes on the primary only",
+    "the missing secondary's record is written in a row transaction of its own",
+    "a secondary without a lock is missing (committed ones too)",
+}
