@@ -52,5 +52,6 @@ def pytest_xdist_make_scheduler(config, log):
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return nodeid if path.rsplit("/", 1)[-1] in SPREAD else path
+            spread = path.rsplit("/", 1)[-1] in SPREAD or "100_secrets" in nodeid  # the sweep
+            return nodeid if spread else path
     return ByFile(config, log)

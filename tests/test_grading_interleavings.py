@@ -145,6 +145,7 @@ def test_a_chooser_follows_its_prefix():
 # -- the families, the secret, the self-check ------------------------------------------------
 
 SECRETS = (0, 1, 2)
+SWEEP_SECRETS = int(os.environ.get("PERCOLATOR_SWEEP_SECRETS", "100"))   # make secret-sweep
 
 
 @functools.lru_cache(maxsize=None)
@@ -307,13 +308,14 @@ def test_an_entry_self_checked_twice_in_one_process_scores_the_same():
 @pytest.mark.skipif(not os.environ.get("PERCOLATOR_SECRET_SWEEP"),
                     reason="hours on 2 cores (every entry x 100 secrets x every schedule): "
                            "run with PERCOLATOR_SECRET_SWEEP=1 (make secret-sweep)")
-@pytest.mark.parametrize("n", INTERACTIVE)
+@pytest.mark.parametrize("n", [int(n) for n in os.environ.get("PERCOLATOR_SWEEP_EXERCISES", "").split(",")
+                               if n.strip()] or INTERACTIVE)
 def test_every_catalogue_entry_scores_the_same_under_100_secrets(n):
     spec = grading.exercise(n).exercise
     for name, source in load_catalogue(n).items():
         answer = answer_of(n, source)
         scores = {tuple(r.passed for r in self_check(spec, answer, secret).results)
-                  for secret in range(100)}
+                  for secret in range(SWEEP_SECRETS)}
         assert len(scores) == 1, name
 
 

@@ -60,6 +60,9 @@ def cluster_nodes(server: LocalRedisServer) -> list:
     return rows
 
 
+STOP_SECONDS = 5.0     # stop(): how long the nodes have to exit on SIGTERM, together
+
+
 class ReplicatedRedisCluster:
     """``masters`` masters, each with one replica, on 127.0.0.1 (start at construction)."""
 
@@ -213,13 +216,16 @@ class ReplicatedRedisCluster:
         """Stop every node (a paused one too); later restarts are refused."""
         with self.lifecycle:
             self.stopped = True
-        for server in self.servers:
+        for server in self.servers:               # every node hears SIGTERM at once
             if server.process is not None and server.process.poll() is None:
                 try:
                     server.process.send_signal(signal.SIGCONT)    # a paused node must hear SIGTERM
+                    server.process.terminate()
                 except ProcessLookupError:
                     pass
-            server.stop()
+        deadline = time.monotonic() + STOP_SECONDS  # then one shared grace period, then SIGKILL
+        for server in self.servers:
+            server.stop(wait=max(deadline - time.monotonic(), 0.0))
 
     def __enter__(self):
         return self

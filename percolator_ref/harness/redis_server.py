@@ -103,12 +103,13 @@ class LocalRedisServer:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
-    def stop(self, remove: bool = True) -> None:
-        """Terminate the server; ``remove`` deletes its directory."""
+    def stop(self, remove: bool = True, wait: float = 5.0) -> None:
+        """Terminate the server, SIGKILL it if it has not exited within ``wait`` s;
+        ``remove`` deletes its directory."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(5)
+                self.process.wait(wait)
             except subprocess.TimeoutExpired:
                 self.kill()
         if remove:
