@@ -106,16 +106,9 @@ def _writer_role(answer, cluster, values):
 
 
 def _crashed(trial, p, delete=False, committed=False) -> tuple:
-    """Bob, Joe committed at (s0, c0); W prewrote a transfer at s_w (Bob primary) and died,
-    after its commit point at c_w if ``committed``."""
+    """A world in which W died mid-transfer (:meth:`World.crashed_transfer`); the transfer."""
     w = trial.world()
-    transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): None if delete else p["j1"]}
-    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
-    w.locked(transfer, p["s_w"], "W")
-    if committed:
-        w.commit_point(transfer, p["s_w"], p["c_w"])
-    w.crash("W")
-    return w, transfer
+    return w, w.crashed_transfer(p, delete, committed)
 
 
 def _read(w, p, row: str) -> dict:

@@ -173,16 +173,9 @@ def _tikv_writer_role(Reference, cluster, values, how):
 # -- what the checks build and read ---------------------------------------------------------
 
 def _crashed(trial, p, committed: bool = False):
-    """Bob, Joe committed at (s0, c0); W prewrote a transfer at s_w (Bob primary) and died
-    (after its commit point at c_w if ``committed``)."""
+    """A records world in which W died mid-transfer (:meth:`World.crashed_transfer`)."""
     w = RecordsWorld(trial)
-    transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): p["j1"]}
-    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
-    w.locked(transfer, p["s_w"], "W")
-    if committed:
-        w.commit_point(transfer, p["s_w"], p["c_w"])
-    w.crash("W")
-    return w, transfer
+    return w, w.crashed_transfer(p, committed=committed)
 
 
 def _read(w, start: int, row: str) -> dict:

@@ -127,6 +127,18 @@ class World:
     def crash(self, client: str) -> None:
         self.cluster.lockservice.crash(client)
 
+    def crashed_transfer(self, p: dict, delete: bool = False, committed: bool = False) -> dict:
+        """Bob, Joe committed at (s0, c0); W prewrote a transfer at s_w (Bob primary) and
+        died, after its commit point at c_w if ``committed`` (Joe deleted if ``delete``);
+        the transfer's values."""
+        transfer = {("Bob", "bal"): p["b1"], ("Joe", "bal"): None if delete else p["j1"]}
+        self.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+        self.locked(transfer, p["s_w"], "W")
+        if committed:
+            self.commit_point(transfer, p["s_w"], p["c_w"])
+        self.crash("W")
+        return transfer
+
     def lock_on(self, row: str, column: str):
         """The newest lock on a cell (a reference to hand a cleanup function), or None."""
         found = self.cluster.bigtable.versions(TABLE, row, lock_col(column))
