@@ -39,11 +39,14 @@ def make_cluster(backend):
 
 # `make test` runs pytest-xdist. Each test is a unit of work for a test process, except in
 # these files, whose tests share a module fixture or a cache (a build, a recording, a server
-# started once): each of them is one unit. (A scheduler of our own, because xdist 3.8's
+# started once) or a marker: each of them is one unit. (A scheduler of our own, because xdist 3.8's
 # --dist loadgroup marks do not reach pytest 9.2's node ids.)
 GROUPED = {"test_scale.py", "test_lite.py", "test_grading.py", "test_grading_submissions.py",
            "test_indexing.py", "test_redis_trace_golden.py", "test_trace_golden.py",
-           "test_replay_widget.py"}
+           "test_replay_widget.py",
+           # these look for (and kill) processes by a marker their notebooks share: a test of
+           # the same file in the other process would be seen, or killed, as a survivor
+           "test_grading_privileges.py", "test_grading_hostile.py"}
 
 
 def pytest_xdist_make_scheduler(config, log):
