@@ -30,7 +30,7 @@ from percolator_ref.step import Step
 from .framework import Exercise, outcome, require
 from .protocol_world import (TABLE, TTL, Once, amounts, is_write, locks, returned, said,
                              show, timeline, value_at, versions_in)
-from .trusted import Participant, history_with, judge_history, protocol_invariants, record_intent
+from .trusted import Participant, answered_reads, history_with, judge_history, protocol_invariants, record_intent
 
 exercise = Exercise(
     4, "lock cleanup: roll forward, roll back, only for dead clients",
@@ -364,13 +364,7 @@ def _family_p(rng):
 
 def _judge_readers(labels):
     def judge(w, clients):
-        readers = {}
-        for label in labels:
-            result = clients[label].answer
-            values = result.get("value") if isinstance(result, dict) else None
-            require(isinstance(values, list) and len(values) == len(CELLS),
-                    f"reader {label} (your cleanup plugged into Get) {said(result)}")
-            readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in CELLS], values))
+        readers = answered_reads(clients, labels, CELLS, "your cleanup")
         judge_history(history_with(w, readers))
         protocol_invariants(w)
     return judge

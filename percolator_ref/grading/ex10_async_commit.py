@@ -38,7 +38,7 @@ from .battery import guard
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
 from .framework import Exercise, require
 from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
-from .trusted import Participant, TrustedWorld, history_with, judge_history, record_intent
+from .trusted import Participant, answered_reads, TrustedWorld, history_with, judge_history, record_intent
 
 exercise = Exercise(
     10, "async commit: resolve a lock whose primary lists its secondaries",
@@ -291,13 +291,7 @@ def _family(p, readers):
 
 def _judge(labels):
     def judge(w, clients) -> None:
-        readers = {}
-        for label in labels:
-            result = clients[label].answer
-            values = result.get("value") if isinstance(result, dict) else None
-            require(isinstance(values, list) and len(values) == len(CELLS),
-                    f"reader {label} (your resolve plugged into Get) {said(result)}")
-            readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in CELLS], values))
+        readers = answered_reads(clients, labels, CELLS, "your resolve")
         records = history_with(w, readers)
         settled_invariants(w, records)
         writer_answered(w, clients["W"], " (once every prewrite succeeded)")

@@ -35,7 +35,7 @@ from percolator_ref.transaction import Transaction
 from .channel import SCHEDULED, ProtocolError, check_client_message, encode
 from .clients import ClientHost
 from .framework import Fail, require
-from .protocol_world import TABLE, World, kind_of, render
+from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_SLEEP = 3600.0
@@ -462,6 +462,20 @@ def history_with(w: TrustedWorld, readers: dict) -> list:
                                    f"a transaction that had not committed)")
         records.append(record)
     return records
+
+
+def answered_reads(clients: dict, labels, cells, whose: str) -> dict:
+    """``{client: [(cell, value), ...]}``: what each reader of ``labels`` answered for its Get
+    of ``cells`` (``[(row, column), ...]``); Fail unless each answered one value per cell.
+    ``whose``: what the feedback calls the code under test (e.g. "your cleanup")."""
+    readers = {}
+    for label in labels:
+        result = clients[label].answer
+        values = result.get("value") if isinstance(result, dict) else None
+        require(isinstance(values, list) and len(values) == len(cells),
+                f"reader {label} ({whose} plugged into Get) {said(result)}")
+        readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in cells], values))
+    return readers
 
 
 def writer_record(w: TrustedWorld, c: Client, values) -> Optional[TxnRecord]:
