@@ -37,8 +37,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import select
 import struct
 import threading
+import time
 
 from percolator_ref.model import Cell, Lock, Write, WriteKind
 from percolator_ref.variants.locks import extras_of, lock_with_extras
@@ -280,13 +282,58 @@ def read_message(fd: int) -> dict:
     (size,) = _HEADER.unpack(read_exact(fd, _HEADER.size))
     if size > MAX_MESSAGE:
         raise ProtocolError("message too large")
+    return parse(read_exact(fd, size))
+
+
+def parse(data: bytes) -> dict:
+    """One frame's body as a message (ProtocolError unless a JSON object)."""
     try:
-        msg = json.loads(read_exact(fd, size))
+        msg = json.loads(data)
     except ValueError:
         raise ProtocolError("not JSON") from None
     if not isinstance(msg, dict):
         raise ProtocolError("a message must be a JSON object")
     return msg
+
+
+class FrameReader:
+    """Framed messages from one fd, each awaited with a time limit.
+
+    A writer that stops halfway through a frame holds the reader no longer
+    than the limit (what it wrote stays buffered for the next call).
+    """
+
+    CHUNK = 1 << 16
+
+    def __init__(self, fd: int):
+        self.fd, self.buffer = fd, bytearray()
+        self.poll = select.poll()
+        self.poll.register(fd, select.POLLIN)
+
+    def receive(self, timeout: float):
+        """The next message; None once the channel is closed or broken (EOF, a read
+        error, a malformed frame); TimeoutError if none came within ``timeout`` s."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        try:
+            (size,) = _HEADER.unpack(self.take(_HEADER.size, deadline))
+            if size > MAX_MESSAGE:
+                raise ProtocolError("message too large")
+            return parse(self.take(size, deadline))
+        except (EOFError, OSError, ProtocolError):
+            return None
+
+    def take(self, n: int, deadline: float) -> bytes:
+        while len(self.buffer) < n:
+            left = deadline - time.monotonic()
+            if left <= 0 or not self.poll.poll(left * 1000):
+                raise TimeoutError("no message in time")
+            chunk = os.read(self.fd, max(self.CHUNK, n - len(self.buffer)))
+            if not chunk:
+                raise EOFError("channel closed")
+            self.buffer += chunk
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
 
 
 class PipeWriter:

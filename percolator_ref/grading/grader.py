@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import multiprocessing
 import os
 import queue
 import secrets
@@ -26,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from .feedback import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
-from .channel import PipeWriter, ProtocolError, read_message
+from .channel import FrameReader, PipeWriter
 from .generate import exercise_number
 from .interactive import run_trusted
 from .sandbox import BOOT
@@ -168,7 +168,7 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
 
 PREPARE = threading.Lock()
 """Reading, validating and planning a notebook (nbformat's validator is not
-thread-safe); ``grade_all(jobs=N)`` runs only the sandboxed children in parallel."""
+thread-safe): one notebook at a time per process."""
 
 
 def prepare(path: Path, exercises_dir, folder):
@@ -464,14 +464,14 @@ class InteractiveChild:
             os.close(fd)
             self.fds.remove(fd)
         writer = PipeWriter(down_w)
-        self.hub = Hub(lambda msg: _send_quietly(writer, msg), self.spec.roles)
-        threading.Thread(target=_pump, args=(up_r, self.hub), daemon=True).start()
+        self.hub = Hub(lambda msg: _send_quietly(writer, msg), self.spec.roles, greenlets=True,
+                       student_receive=FrameReader(up_r).receive)
         return self
 
     def wait_ready(self):
         """None once the child's answer cells ran; else the reason every check fails."""
         try:
-            host, msg = self.hub.inbox.get(timeout=SETUP_SECONDS)
+            host, msg = self.hub.receive(SETUP_SECONDS)
         except queue.Empty:
             return f"{NOT_RUN}your notebook's cells did not finish within {SETUP_SECONDS:g} s"
         if isinstance(msg, dict) and msg.get("op") == "ready":
@@ -518,36 +518,58 @@ def _send_quietly(writer: PipeWriter, msg: dict) -> None:
         pass                        # the child is gone: the reader thread reports it
 
 
-def _pump(fd: int, hub: Hub) -> None:
-    """Carry the child's messages into the hub; None when the channel closes or breaks."""
-    try:
-        while True:
-            hub.arrive("student", read_message(fd))
-    except (EOFError, OSError, ProtocolError):
-        hub.arrive("student", None)
-
-
 # -- many notebooks ----------------------------------------------------------------
 
 def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: int = 1,
               folder=None, progress=None) -> list:
-    """Grade every notebook (``jobs`` at a time); grades in the order of ``paths``."""
+    """Grade every notebook, ``jobs`` at a time; grades in the order of ``paths``.
+
+    With ``jobs > 1`` each notebook is graded in one of ``jobs`` worker
+    processes (the trusted worlds are Python that holds the GIL: worker
+    threads would take turns on one core). ``progress``: its ``update(1)`` is
+    called as each notebook is done.
+    """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     paths = [Path(p) for p in paths]
-    others = [str(p.resolve()) for p in paths]
+    others = tuple(str(p.resolve()) for p in paths)
+    tasks = [(k, path, exercises_dir, limits, folder, others) for k, path in enumerate(paths)]
+    grades: dict = {}
+    if jobs == 1 or len(tasks) < 2:
+        return [_tick(progress, g) for _, g in map(_grade_task, tasks)]
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])      # each worker starts with the grader imported
+    with context.Pool(min(jobs, len(tasks)), initializer=_worker_started) as pool:
+        for k, g in pool.imap_unordered(_grade_task, tasks):
+            grades[k] = _tick(progress, g)
+    return [grades[k] for k in range(len(tasks))]
 
-    def one(path):
-        try:
-            return grade(path, exercises_dir, limits, folder, others)
-        except Exception as exc:     # noqa: BLE001 - a bulk run always finishes
-            return Grade(str(path), path.stem, problems=[f"grader error: {type(exc).__name__}: {exc}"])
-        finally:
-            if progress is not None:
-                progress.update(1)
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, paths))
+def _grade_task(task) -> tuple:
+    """``(k, grade)`` of one notebook; a bulk run always finishes, so never raises."""
+    k, path, exercises_dir, limits, folder, others = task
+    try:
+        return k, grade(path, exercises_dir, limits, folder, others)
+    except Exception as exc:     # noqa: BLE001 - a bulk run always finishes
+        return k, Grade(str(path), path.stem,
+                        problems=[f"grader error: {type(exc).__name__}: {exc}"])
+
+
+def _tick(progress, g: "Grade") -> "Grade":
+    if progress is not None:
+        progress.update(1)
+    return g
+
+
+def _worker_started() -> None:
+    """In a grading worker: Ctrl-C is the main process's to handle; SIGTERM (the pool
+    ending early) unwinds, so the notebook's sandbox session is killed on the way out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _terminated)
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
 
 
 def _cell(text) -> str:

@@ -54,16 +54,20 @@ class Violation(Exception):
 class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
-    ``student_send(msg)`` carries a message to the student's clients; their
-    messages arrive through :meth:`arrive` (a reader thread of the sandbox's
-    pipe, or an in-process host). Reference clients run in ``self.trusted``.
+    ``student_send(msg)`` carries a message to the student's clients. Their
+    messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
+    message, None once it closed, TimeoutError), or else arrive through
+    :meth:`arrive` (an in-process host). Reference clients run in
+    ``self.trusted``; with ``greenlets`` each runs in this thread until it
+    waits, so its messages are in the inbox when :meth:`send` returns.
     ``broken`` is set when the student's side can no longer be used (a time
     limit hit, the child died): the grader then starts a fresh one.
     """
 
-    def __init__(self, student_send, roles: dict, greenlets: bool = False):
+    def __init__(self, student_send, roles: dict, greenlets: bool = False,
+                 student_receive=None):
         self.inbox: queue.Queue = queue.Queue()
-        self.student_send = student_send
+        self.student_send, self.student_receive = student_send, student_receive
         self.trusted = ClientHost(lambda m: self.inbox.put(("trusted", m)), roles, Transaction,
                                   ttl=0.0, greenlets=greenlets)
         self.cids = itertools.count(1)
@@ -71,6 +75,16 @@ class Hub:
 
     def arrive(self, host: str, msg) -> None:
         self.inbox.put((host, msg))
+
+    def receive(self, timeout: float) -> tuple:
+        """``(host, message)``: the next message from either host (``queue.Empty`` after
+        ``timeout`` s; the message is None once the student's side has gone)."""
+        if self.student_receive is None or not self.inbox.empty():
+            return self.inbox.get(timeout=timeout)
+        try:
+            return "student", self.student_receive(timeout)
+        except TimeoutError:
+            raise queue.Empty from None
 
     def send(self, host: str, msg: dict) -> None:
         if host == "trusted":
@@ -189,7 +203,7 @@ class TrustedWorld(World):
         while True:
             left = self.deadline - time.monotonic()
             try:
-                host, raw = self.hub.inbox.get(timeout=max(left, 0))
+                host, raw = self.hub.receive(max(left, 0))
             except queue.Empty:
                 self.hub.broken = "timeout"
                 raise CheckTimeout(f"{c.label} sent no message for too long") from None
