@@ -41,3 +41,20 @@ def test_strip_solutions_keeps_indentation_and_code_around():
 def test_unbalanced_markers_are_an_error(source):
     with pytest.raises(ValueError, match="SOLUTION"):
         strip_solutions(source, 1)
+
+
+
+def test_the_grader_runs_no_self_check_before_the_answer():
+    """The cells the grader runs in the sandbox besides the student's answer (the context)
+    never run a self-check: a demonstration that grades the paper's step (exercises 9 and
+    10 show it failing) is tagged "demo", else every grade would pay for it (2-3 s of the
+    child's CPU each, measured on exercise 10 before the tags)."""
+    from percolator_ref.grading.answers import plan
+    context, checking = [], []
+    for path in sorted((REPO / "exercises").glob("[0-9][0-9]_*.ipynb")):
+        pristine = nbformat.read(path, as_version=4)
+        cells, _ = plan(pristine, pristine, pristine.metadata["percolator"]["exercise"])
+        context += [c.id for c in cells if c.kind == "context"]
+        checking += [c.id for c in cells if c.kind == "context"
+                     and ("grading.check(" in c.source or "self_check(" in c.source)]
+    assert len(context) >= 5 and checking == []
