@@ -15,7 +15,8 @@ from unittest import mock
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.channel import ProtocolError, check_client_message, decode, encode
+from percolator_ref.grading.channel import FrameReader, ProtocolError, addressed, \
+    check_client_message, decode, encode, encode_row, frame
 from percolator_ref.grading import interactive
 from percolator_ref.grading.interactive import self_check
 from percolator_ref.grading.schedules import MERGED, Chooser, explore
@@ -80,6 +81,48 @@ def test_malformed_values_are_refused(data):
 def test_malformed_messages_are_refused(msg):
     with pytest.raises(ProtocolError):
         check_client_message(msg)
+
+
+def test_a_row_crosses_the_channel_whole_and_a_malformed_one_is_refused():
+    lock = Lock(7, Cell("t", "Bob", "bal"), True, "W")
+    row = {"bal:lock": [(7, lock)], "bal:write": [(9, Write(5)), (6, Write(3))], "bal": []}
+    assert decode(json.loads(json.dumps(encode_row(row)))) == row
+    for bad in ([["bal", [["7", 1]]]], [["bal", [[7]]]], [[1, []]], [["bal", {}]]):
+        with pytest.raises(ProtocolError):
+            decode({"$": "Row", "v": bad})
+
+
+def test_a_message_addressed_to_a_client_is_its_frame_and_the_same_text_for_any_client():
+    msg = {"op": "reply", "value": encode((1, "a"))}
+    text, data = addressed(msg, 17)
+    assert text == addressed(msg, 4)[0] and data == frame(dict(msg, cid=17))
+
+
+def test_the_frame_reader_waits_no_longer_than_asked_and_keeps_a_half_frame():
+    """A child that stops halfway through a frame costs the world its time limit, not a
+    hang; what it wrote is kept; the end of the pipe or a malformed frame reads as None."""
+    import time
+    r, w = os.pipe()
+    try:
+        reader = FrameReader(r)
+        data = frame({"cid": 1, "op": "ts"})
+        os.write(w, data[:6])
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            reader.receive(0.2)
+        assert 0.15 < time.monotonic() - started < 2
+        os.write(w, data[6:] + frame({"cid": 2, "op": "now"}))
+        assert reader.receive(1) == {"cid": 1, "op": "ts"}
+        assert reader.receive(1) == {"cid": 2, "op": "now"}
+        os.write(w, b"\x00\x00\x00\x02[]")
+        assert reader.receive(1) is None                  # JSON, but not an object
+        os.close(w)
+        w = None
+        assert reader.receive(1) is None                  # closed
+    finally:
+        os.close(r)
+        if w is not None:
+            os.close(w)
 
 
 # -- the enumeration ------------------------------------------------------------------------
@@ -370,7 +413,7 @@ def test_a_crashed_trusted_client_has_closed_its_record_before_the_world_goes_on
             lambda a: (a[0], ready[0]))(next(steps))})()
         w.run([writer], chooser)
         [record] = w.cluster.history.records
-        assert record.status == TxStatus.CRASHED       # closed by its thread, before this line
+        assert record.status == TxStatus.CRASHED       # closed as it unwound, before this line
         assert record.commit_ts is not None             # it crashed after taking commit_ts
     finally:
         w.close()

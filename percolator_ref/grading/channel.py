@@ -93,6 +93,14 @@ def encode(value, depth: int = 0):
     raise ProtocolError(f"a {type(value).__name__} cannot cross the channel")
 
 
+def encode_row(row: dict) -> dict:
+    """A row handed to a client, ``{column: [(ts, value), ...]}``, in one tagged object
+    (``{"$": "Row", "v": [[column, [[ts, value], ...]], ...]}``): lighter to decode than
+    the same dict encoded as tagged dicts and tuples."""
+    return {"$": "Row", "v": [[column, [[ts, encode(v, 2)] for ts, v in versions]]
+                              for column, versions in row.items()]}
+
+
 def decode(data, depth: int = 0):
     """The inverse of :func:`encode`, validating every field."""
     if depth > MAX_DEPTH:
@@ -180,6 +188,8 @@ def _decode_tagged(data: dict, depth: int):
         return float(data["v"])
     if tag == "D":
         return _decode_dict(_field(data, "v", list), depth)
+    if tag == "Row":
+        return _decode_row(_field(data, "v", list), depth)
     raise ProtocolError(f"unknown tag {tag!r}")
 
 
@@ -195,6 +205,20 @@ def _decode_dict(pairs: list, depth: int) -> dict:
             raise ProtocolError("unhashable dict key") from None
         out[key] = decode(v, depth + 1)
     return out
+
+
+def _decode_row(columns: list, depth: int) -> dict:
+    row = {}
+    for entry in columns:
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], list)):
+            raise ProtocolError("a row is [[column, versions], ...]")
+        versions = row[entry[0]] = []
+        for version in entry[1]:
+            if not (isinstance(version, list) and len(version) == 2 and type(version[0]) is int):
+                raise ProtocolError("a version is [ts, value]")
+            versions.append((version[0], decode(version[1], depth + 2)))
+    return row
 
 
 # -- messages --------------------------------------------------------------------
@@ -260,10 +284,21 @@ def _outcome(out: dict) -> dict:
 # -- framing -------------------------------------------------------------------------
 
 def frame(msg: dict) -> bytes:
-    data = json.dumps(msg, separators=(",", ":")).encode()
+    return framed(json.dumps(msg, separators=(",", ":")).encode())
+
+
+def framed(data: bytes) -> bytes:
+    """``data`` (one message's JSON) with its length header."""
     if len(data) > MAX_MESSAGE:
         raise ProtocolError("message too large")
     return _HEADER.pack(len(data)) + data
+
+
+def addressed(msg: dict, cid: int) -> tuple:
+    """``(text, frame)``: ``msg`` (which has no ``cid``) as JSON text, the same whichever
+    client it goes to, and the frame that carries it to client ``cid``."""
+    text = json.dumps(msg, separators=(",", ":"))
+    return text, framed(f'{text[:-1]},"cid":{cid:d}}}'.encode())
 
 
 def read_exact(fd: int, n: int) -> bytes:
@@ -315,14 +350,22 @@ class FrameReader:
         error, a malformed frame); TimeoutError if none came within ``timeout`` s."""
         deadline = time.monotonic() + max(timeout, 0.0)
         try:
-            (size,) = _HEADER.unpack(self.take(_HEADER.size, deadline))
+            self.fill(_HEADER.size, deadline)
+            (size,) = _HEADER.unpack_from(self.buffer)
             if size > MAX_MESSAGE:
                 raise ProtocolError("message too large")
-            return parse(self.take(size, deadline))
-        except (EOFError, OSError, ProtocolError):
+            end = _HEADER.size + size
+            self.fill(end, deadline)
+            data = bytes(self.buffer[_HEADER.size:end])
+            del self.buffer[:end]
+            return parse(data)
+        except TimeoutError:
+            raise
+        except (EOFError, OSError, ProtocolError):       # (TimeoutError is an OSError)
             return None
 
-    def take(self, n: int, deadline: float) -> bytes:
+    def fill(self, n: int, deadline: float) -> None:
+        """Read until the buffer holds ``n`` bytes (a frame is taken only once it is whole)."""
         while len(self.buffer) < n:
             left = deadline - time.monotonic()
             if left <= 0 or not self.poll.poll(left * 1000):
@@ -331,9 +374,6 @@ class FrameReader:
             if not chunk:
                 raise EOFError("channel closed")
             self.buffer += chunk
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        return data
 
 
 class PipeWriter:
@@ -343,7 +383,10 @@ class PipeWriter:
         self.fd, self.lock = fd, threading.Lock()
 
     def send(self, msg: dict) -> None:
-        data = frame(msg)
+        self.write(frame(msg))
+
+    def write(self, data: bytes) -> None:
+        """Write one whole frame."""
         with self.lock:
             while data:
                 data = data[os.write(self.fd, data):]

@@ -14,6 +14,7 @@ world's own record.
 """
 from __future__ import annotations
 
+import collections
 import queue
 import threading
 from typing import Callable, Optional
@@ -44,8 +45,8 @@ class ProxyStore(RawCellOperations):
     are one-cell row transactions, so they are messages too.
     """
 
-    def __init__(self, request: Callable):
-        self.request = request
+    def __init__(self, request: Callable, codec: bool = True):
+        self.request, self.codec = request, codec
         self.interceptors: list = []
 
     def row_transaction(self, table: str, row: str, *, client: Optional[str] = None,
@@ -63,7 +64,8 @@ class ProxyStore(RawCellOperations):
         return rt.row_data
 
     def end(self, rt: RowTransaction, commit: bool) -> None:
-        mutations = [[c, ts, None if v is None else encode(v)] for c, ts, v in rt.mutations]
+        mutations = [[c, ts, encode(v) if self.codec and v is not None else v]
+                     for c, ts, v in rt.mutations]
         self.request({"op": "end", "commit": commit, "mutations": mutations})
 
     def versions(self, table: str, row: str, bigtable_column: str) -> list:
@@ -136,8 +138,8 @@ class ProxyCluster:
     Cleanup = Cleanup
     variants = ()
 
-    def __init__(self, request: Callable, ttl: float):
-        self.bigtable = ProxyStore(request)
+    def __init__(self, request: Callable, ttl: float, codec: bool = True):
+        self.bigtable = ProxyStore(request, codec)
         self.oracle = ProxyOracle(request)
         self.lockservice = ProxyLockService(request, ttl)
         self.clock = ProxyClock(request)
@@ -171,13 +173,16 @@ class ClientHost:
     ``fn(answer, cluster, *args)``; ``answer`` is what the roles build on (the
     student's class or function, or the reference's for trusted clients).
     Each client runs in a thread, or with ``greenlets=True`` in a greenlet that
-    :meth:`deliver` runs until the client waits for its next message (for a
-    world in the same thread, where threads cannot start).
+    :meth:`deliver` runs until the client waits for its next message (the
+    world's own reference clients, and the student's where threads cannot start).
+    ``codec=False`` (the world's own clients, in its process): values cross as
+    they are; replies, mutations and answers are not encoded as JSON data.
     """
 
-    def __init__(self, send: Callable, roles: dict, answer, ttl: float, greenlets: bool = False):
+    def __init__(self, send: Callable, roles: dict, answer, ttl: float, greenlets: bool = False,
+                 codec: bool = True):
         self.send, self.roles, self.answer, self.ttl = send, roles, answer, ttl
-        self.greenlets = greenlets
+        self.greenlets, self.codec = greenlets, codec
         self.inboxes: dict = {}
         self.stacks: dict = {}           # greenlets=True: each client's greenlet
         self.threads: dict = {}          # otherwise: each client's thread
@@ -186,12 +191,13 @@ class ClientHost:
     def deliver(self, msg) -> None:
         cid = msg.get("cid") if isinstance(msg, dict) else None
         if msg.get("op") == "spawn" and cid not in self.inboxes:
-            self.inboxes[cid] = queue.Queue()
+            self.inboxes[cid] = collections.deque() if self.greenlets else queue.SimpleQueue()
             self.start(cid, msg)
+        elif cid in self.stacks:
+            self.inboxes[cid].append(msg)
+            switch_into(self.stacks[cid])          # run the client until it waits again
         elif cid in self.inboxes:
             self.inboxes[cid].put(msg)
-            if cid in self.stacks:
-                switch_into(self.stacks[cid])      # run the client until it waits again
 
     def start(self, cid: int, spawn: dict) -> None:
         """Start client ``cid``: in a thread, or in a greenlet run until it first waits."""
@@ -208,8 +214,9 @@ class ClientHost:
         """The world's next message to client ``cid`` (a greenlet yields until it comes)."""
         inbox = self.inboxes[cid]
         if self.greenlets:
-            while inbox.empty():
+            while not inbox:
                 greenlet.getcurrent().parent.switch()
+            return inbox.popleft()
         return inbox.get()
 
     def request(self, cid: int, msg: dict):
@@ -219,10 +226,11 @@ class ClientHost:
             raise StoreUnavailable(str(reply.get("text"))[:300])
         if reply.get("op") != "reply":
             raise ClientGone(f"client {cid} crashed")
-        return decode(reply.get("value"))
+        return decode(reply.get("value")) if self.codec else reply.get("value")
 
     def client(self, cid: int, spawn: dict) -> None:
-        cluster = ProxyCluster(lambda msg: self.request(cid, msg), spawn.get("ttl", self.ttl))
+        cluster = ProxyCluster(lambda msg: self.request(cid, msg), spawn.get("ttl", self.ttl),
+                               self.codec)
         cluster.history = self.history
         obj = None
 
@@ -244,23 +252,11 @@ class ClientHost:
             self.stacks.pop(cid, None)
             self.threads.pop(cid, None)
 
-    def wait_ended(self, cid: int, timeout: float) -> bool:
-        """Wait until client ``cid`` has stopped running (a greenlet already has once
-        :meth:`deliver` returns); False if its thread still runs after ``timeout`` s.
-
-        A crashed client unwinds in its own thread (its transaction closes its record
-        as crashed): the world waits for that before it reads the record."""
-        thread = self.threads.get(cid)
-        if thread is not None:
-            thread.join(max(timeout, 0.0))
-            return not thread.is_alive()
-        return True
-
     def answer_with(self, cid: int, fn: Callable):
         """Run ``fn`` and send its outcome as this client's answer; return its value."""
         try:
             value = fn()
-            outcome = {"value": _encodable(value)}
+            outcome = {"value": _encodable(value) if self.codec else value}
         except ClientGone:
             raise
         except Exception as exc:          # noqa: BLE001 - the student's exception is an answer

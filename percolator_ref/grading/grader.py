@@ -464,8 +464,8 @@ class InteractiveChild:
             os.close(fd)
             self.fds.remove(fd)
         writer = PipeWriter(down_w)
-        self.hub = Hub(lambda msg: _send_quietly(writer, msg), self.spec.roles, greenlets=True,
-                       student_receive=FrameReader(up_r).receive)
+        self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r).receive,
+                       student_write=lambda data: _write_quietly(writer, data))
         return self
 
     def wait_ready(self):
@@ -511,11 +511,11 @@ class InteractiveChild:
         return False
 
 
-def _send_quietly(writer: PipeWriter, msg: dict) -> None:
+def _write_quietly(writer: PipeWriter, data: bytes) -> None:
     try:
-        writer.send(msg)
+        writer.write(data)
     except OSError:
-        pass                        # the child is gone: the reader thread reports it
+        pass                        # the child is gone: its channel's reader reports it
 
 
 # -- many notebooks ----------------------------------------------------------------

@@ -102,13 +102,13 @@ def _text(exc) -> str:
     return " ".join(str(exc).split())[:MAX_FEEDBACK]
 
 
-def local_hub(exercise, answer) -> Hub:
+def local_hub(exercise, answer, threads: bool = True) -> Hub:
     """A hub whose student clients run in this process (the self-check): in threads, or
-    in greenlets where threads cannot start (Pyodide; a looping answer then never returns)."""
-    greenlets = not threads_available()
-    hub = Hub(None, exercise.roles, greenlets)
+    in greenlets where threads cannot start (``threads=False``: Pyodide; a looping
+    answer then never returns). Its reference clients run in greenlets."""
+    hub = Hub(None, exercise.roles)
     host = ClientHost(lambda m: hub.arrive("student", m), exercise.roles, answer, ttl=10.0,
-                      greenlets=greenlets)
+                      greenlets=not threads)
     hub.student_send = host.deliver
     return hub
 
@@ -123,18 +123,19 @@ def self_check(exercise, answer, secret: int = 0, only=None) -> Report:
     """
     report = Report(exercise.number, exercise.title, self_check=True)
     params = exercise.params(secret)
-    hub = local_hub(exercise, answer)
-    cap, bounded = (BROWSER_PREEMPTIONS if hub.trusted.greenlets else None), set()
+    threads = threads_available()
+    hub = local_hub(exercise, answer, threads)
+    cap, bounded = (None if threads else BROWSER_PREEMPTIONS), set()
     unknown = set(only or ()) - {check.name for check in exercise.checks}
     if unknown:
         raise ValueError(f"only names checks exercise {exercise.number} does not have: "
                          f"{sorted(unknown)}")
     checks = [c for c in exercise.checks if only is None or c.name in only]
-    with gc_paused(hub.trusted.greenlets):       # Pyodide: see viz.browser.gc_paused
+    with gc_paused(not threads):                 # Pyodide: see viz.browser.gc_paused
         for check in checks:
             report.results.append(run_trusted(check, hub, params[check.name], cap, bounded))
             if hub.broken:
-                hub = local_hub(exercise, answer)
+                hub = local_hub(exercise, answer, threads)
     if bounded:
         report.bound = (f"threads cannot start here, so {len(bounded)} of the family checks ran "
                         f"only the schedules with at most {cap} preemption(s) (the grader runs "

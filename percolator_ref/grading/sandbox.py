@@ -39,7 +39,7 @@ import sys
 import types
 import weakref
 
-from .channel import PipeWriter, read_message
+from .channel import FrameReader, PipeWriter
 from .clients import ClientHost
 from .framework import ANSWER_FILENAME, ReferenceHidden, ScenarioTimeout, describe_exception, \
     run_scenario
@@ -420,11 +420,15 @@ def serve_channel(fds, spec, namespace, report) -> None:
     host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
     layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
     out.send({"op": "ready", "landlock": layers})
+    reader = FrameReader(fds[0])
     while True:
         try:
-            host.deliver(read_message(fds[0]))
-        except (EOFError, OSError, ValueError):
+            msg = reader.receive(3600.0)
+        except TimeoutError:
+            continue
+        if msg is None:
             return
+        host.deliver(msg)
 
 
 def child_main() -> None:

@@ -18,7 +18,9 @@ a delayed client: the clock moves on under the others' waits.
 """
 from __future__ import annotations
 
+import collections
 import itertools
+import pickle
 import queue
 import threading
 import time
@@ -32,7 +34,7 @@ from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_n
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
-from .channel import SCHEDULED, ProtocolError, check_client_message, encode
+from .channel import SCHEDULED, ProtocolError, addressed, check_client_message, encode, encode_row
 from .clients import ClientHost
 from .framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
@@ -41,6 +43,7 @@ MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
 STEPS = frozenset(s.value for s in Step)
+PICKLE_PROTOCOL = 5
 
 
 class CheckTimeout(Exception):
@@ -54,22 +57,25 @@ class Violation(Exception):
 class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
-    ``student_send(msg)`` carries a message to the student's clients. Their
+    ``student_send(msg)`` carries a message to the student's clients (or, with
+    ``student_write``, its frame: :func:`~.channel.addressed`). Their
     messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
     message, None once it closed, TimeoutError), or else arrive through
-    :meth:`arrive` (an in-process host). Reference clients run in
-    ``self.trusted``; with ``greenlets`` each runs in this thread until it
-    waits, so its messages are in the inbox when :meth:`send` returns.
+    :meth:`arrive` (an in-process host, from its threads). Reference clients
+    run in ``self.trusted``, each in a greenlet of this thread that runs until
+    it waits: its messages are queued when :meth:`send` returns, and a crashed
+    one has unwound.
     ``broken`` is set when the student's side can no longer be used (a time
     limit hit, the child died): the grader then starts a fresh one.
     """
 
-    def __init__(self, student_send, roles: dict, greenlets: bool = False,
-                 student_receive=None):
-        self.inbox: queue.Queue = queue.Queue()
+    def __init__(self, student_send, roles: dict, student_receive=None, student_write=None):
+        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.local: collections.deque = collections.deque()     # the greenlets' messages
         self.student_send, self.student_receive = student_send, student_receive
-        self.trusted = ClientHost(lambda m: self.inbox.put(("trusted", m)), roles, Transaction,
-                                  ttl=0.0, greenlets=greenlets)
+        self.student_write = student_write
+        self.trusted = ClientHost(lambda m: self.local.append(("trusted", m)), roles, Transaction,
+                                  ttl=0.0, greenlets=True, codec=False)
         self.cids = itertools.count(1)
         self.broken: Optional[str] = None
 
@@ -79,6 +85,8 @@ class Hub:
     def receive(self, timeout: float) -> tuple:
         """``(host, message)``: the next message from either host (``queue.Empty`` after
         ``timeout`` s; the message is None once the student's side has gone)."""
+        if self.local:
+            return self.local.popleft()
         if self.student_receive is None or not self.inbox.empty():
             return self.inbox.get(timeout=timeout)
         try:
@@ -86,11 +94,21 @@ class Hub:
         except TimeoutError:
             raise queue.Empty from None
 
-    def send(self, host: str, msg: dict) -> None:
+    def send(self, host: str, msg: dict, cid: int):
+        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns the
+        message as bytes that are equal for equal messages (:meth:`TrustedWorld.tell`)."""
         if host == "trusted":
+            key = pickle.dumps(msg, PICKLE_PROTOCOL)    # the values as they are, never loaded
+            msg["cid"] = cid
             self.trusted.deliver(msg)
+            return key
+        text, data = addressed(msg, cid)
+        if self.student_write is not None:
+            self.student_write(data)
         else:
+            msg["cid"] = cid
             self.student_send(msg)
+        return text
 
 
 @dataclass(eq=False)
@@ -211,7 +229,7 @@ class TrustedWorld(World):
                 self.hub.broken = "exited"
                 raise Violation("the grading process of your code exited")
             try:
-                msg = check_client_message(raw)
+                msg = raw if host == "trusted" else check_client_message(raw)
             except ProtocolError as exc:
                 self.hub.broken = "protocol"
                 raise Violation(f"a malformed message reached the store ({exc})") from None
@@ -233,12 +251,11 @@ class TrustedWorld(World):
     def tell(self, c: Client, msg: dict) -> None:
         """Send ``msg`` to client ``c``, and remember it: a client is a function of what it
         heard, so its history stands for its state in :meth:`fingerprint`."""
-        c.heard.append(repr(msg))
-        msg["cid"] = c.cid
-        self.hub.send(c.host, msg)
+        c.heard.append(self.hub.send(c.host, msg, c.cid))
 
-    def reply(self, c: Client, value) -> None:
-        self.tell(c, {"op": "reply", "value": encode(value)})
+    def reply(self, c: Client, value, encoder=encode) -> None:
+        """Answer ``c``'s request; a trusted client (in this process) gets ``value`` as it is."""
+        self.tell(c, {"op": "reply", "value": value if c.host == "trusted" else encoder(value)})
 
     def serve(self, c: Client, msg: dict) -> None:
         op = msg["op"]
@@ -329,7 +346,7 @@ class TrustedWorld(World):
     def hand_out(self, c: Client, rt) -> None:
         row = _row_value(rt)
         c.seen.extend(v for versions in row.values() for _, v in versions)
-        self.reply(c, row)
+        self.reply(c, row, encode_row)
 
     def row_end(self, c: Client) -> dict:
         """Serve ``c`` inside its open row transaction until it ends it (a row transaction
@@ -430,11 +447,7 @@ class TrustedWorld(World):
         c.crashed, c.pending = True, None
         for name in sorted(c.names):
             self.cluster.lockservice.crash(name)
-        self.tell(c, {"op": "gone"})
-        if c.host == "trusted" and not self.hub.trusted.wait_ended(
-                c.cid, self.deadline - time.monotonic()):
-            self.hub.broken = "timeout"
-            raise CheckTimeout(f"{c.label} did not stop after its crash")
+        self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
         self.note(c, "crashed (never answered again)")
 
     def settle(self) -> Transaction:
