@@ -537,9 +537,9 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
     grades: dict = {}
     if jobs == 1 or len(tasks) < 2:
         return [_tick(progress, g) for _, g in map(_grade_task, tasks)]
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])      # each worker starts with the grader imported
-    with context.Pool(min(jobs, len(tasks)), initializer=_worker_started) as pool:
+    context = multiprocessing.get_context("spawn")   # fresh interpreters: nothing forked
+    with context.Pool(min(jobs, len(tasks)), initializer=_worker_started,
+                      initargs=(list(sys.path),)) as pool:
         for k, g in pool.imap_unordered(_grade_task, tasks):
             grades[k] = _tick(progress, g)
     return [grades[k] for k in range(len(tasks))]
@@ -561,9 +561,13 @@ def _tick(progress, g: "Grade") -> "Grade":
     return g
 
 
-def _worker_started() -> None:
-    """In a grading worker: Ctrl-C is the main process's to handle; SIGTERM (the pool
-    ending early) unwinds, so the notebook's sandbox session is killed on the way out."""
+def _worker_started(path: list) -> None:
+    """In a grading worker: the main process's ``sys.path`` exactly (the sandbox's read
+    policy derives from it; a spawned interpreter has the working directory in place of
+    ``""``, and that would let a child read it). Ctrl-C is the main process's to handle;
+    SIGTERM (the pool ending early) unwinds, so the notebook's sandbox session is killed
+    on the way out."""
+    sys.path[:] = path
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
 
