@@ -61,8 +61,11 @@ def test_values_cross_the_channel_and_back():
 
 
 @pytest.mark.parametrize("data", [
-    {"$": "Lock", "start_ts": "7", "primary": {"$": "T", "v": ["a", "b", "c"]},
-     "is_primary": True, "client": None, "kind": "data"},
+    {"$": "Lock", "v": ["7", "a", "b", "c", True, None, "data"]},
+    {"$": "Lock", "v": [7, "a", "b", 3, True, None, "data"]},
+    {"$": "Lock", "v": [7, "a", "b", "c", 1, None, "data"]},
+    {"$": "Lock", "v": [7, "a", "b", "c", True, None]},
+    {"$": "Write", "v": [7, "data", 1]}, {"$": "Write", "v": [7.0, "data"]},
     {"$": "Pickle", "v": "gASV"}, {"no": "tag"}, {"$": "K", "v": "both"},
     {"$": "D", "v": [[[1], 2]]}, {"$": "F", "v": "1e999"},
 ])

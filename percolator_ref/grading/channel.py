@@ -73,13 +73,13 @@ def encode(value, depth: int = 0):
         return value if math.isfinite(value) else {"$": "F", "v": repr(value)}
     if isinstance(value, WriteKind):
         return {"$": "K", "v": value.value}
-    if isinstance(value, Lock):
-        found = {"$": "Lock", "start_ts": value.start_ts, "primary": encode(tuple(value.primary)),
-                 "is_primary": value.is_primary, "client": value.client, "kind": value.kind.value}
+    if isinstance(value, Lock):               # [start_ts, table, row, column, is_primary, client, kind]
+        found = {"$": "Lock", "v": [value.start_ts, *value.primary, value.is_primary, value.client,
+                                    value.kind.value]}
         extras = extras_of(value)              # TiKV's lock fields (a variant's), if any
         return dict(found, extras=encode(extras, depth + 1)) if extras else found
-    if isinstance(value, Write):
-        return {"$": "Write", "start_ts": value.start_ts, "kind": value.kind.value}
+    if isinstance(value, Write):               # [start_ts, kind]
+        return {"$": "Write", "v": [value.start_ts, value.kind.value]}
     if isinstance(value, Cell):
         return {"$": "Cell", "v": list(value)}
     if isinstance(value, tuple):
@@ -160,15 +160,16 @@ def _decode_tagged(data: dict, depth: int):
     if tag == "K":
         return _kind(data.get("v"))
     if tag == "Write":
-        return Write(_field(data, "start_ts", int), _kind(data.get("kind")))
+        v = _field(data, "v", list)
+        if len(v) != 2 or type(v[0]) is not int:
+            raise ProtocolError("Write is [start_ts, kind]")
+        return Write(v[0], _kind(v[1]))
     if tag == "Lock":
-        primary = decode(data.get("primary"), depth + 1)
-        if not (isinstance(primary, tuple) and len(primary) == 3
-                and all(isinstance(p, str) for p in primary)):
-            raise ProtocolError("Lock.primary must be a (table, row, column) tuple")
-        return lock_with_extras(_field(data, "start_ts", int), Cell(*primary),
-                                _field(data, "is_primary", bool),
-                                _field(data, "client", str, optional=True), _kind(data.get("kind")),
+        v = _field(data, "v", list)
+        if not (len(v) == 7 and type(v[0]) is int and all(isinstance(p, str) for p in v[1:4])
+                and isinstance(v[4], bool) and (v[5] is None or isinstance(v[5], str))):
+            raise ProtocolError("Lock is [start_ts, table, row, column, is_primary, client, kind]")
+        return lock_with_extras(v[0], Cell(*v[1:4]), v[4], v[5], _kind(v[6]),
                                 _lock_extras(data.get("extras"), depth))
     if tag == "Cell":
         v = _field(data, "v", list)

@@ -462,8 +462,7 @@ class TrustedWorld(World):
 
 
 def _row_value(rt) -> dict:
-    return {column: [(ts, v) for ts, v in reversed(versions.items())]
-            for column, versions in rt.loaded_row().items()}
+    return {column: list(versions.items())[::-1] for column, versions in rt.loaded_row().items()}
 
 
 # -- what every schedule must keep (judged on the world's own record) ------------------
