@@ -387,12 +387,12 @@ def test_parallel_grading_writes_the_same_csv(tmp_path):
 
 
 def test_a_crashed_trusted_client_has_closed_its_record_before_the_world_goes_on(monkeypatch):
-    """A crashed reference client unwinds in its own thread, and its transaction closes
-    its record as crashed there. The world waits for that before it goes on: else the
-    judge could read the record while that thread rewrites it (a CI run saw a committed
-    transfer judged 'rolled back, yet a write record points at it' in 1 of some 200
-    runs of one family, and so a wrong reader pass). The thread is slowed here so that
-    the race, were it there, is always lost."""
+    """A crashed reference client unwinds, and its transaction closes its record as crashed
+    as it does. The world goes on only after that: else the judge could read the record
+    while it is rewritten (a CI run saw a committed transfer judged 'rolled back, yet a
+    write record points at it' in 1 of some 200 runs of one family, when these clients ran
+    in threads, and so a wrong reader pass). They now run in greenlets of the world's
+    thread; the unwinding is slowed here so that the race, were it back, is always lost."""
     import time
     from percolator_ref.checking import checker
     from percolator_ref.grading.trusted import Participant, TrustedWorld

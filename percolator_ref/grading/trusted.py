@@ -22,7 +22,6 @@ import collections
 import itertools
 import pickle
 import queue
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -36,7 +35,7 @@ from percolator_ref.transaction import Transaction
 
 from .channel import SCHEDULED, ProtocolError, addressed, check_client_message, encode, encode_row
 from .clients import ClientHost
-from .framework import Fail, require
+from .framework import require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
@@ -436,7 +435,7 @@ class TrustedWorld(World):
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
     def close(self) -> None:
-        """End every client thread that is still waiting for calls."""
+        """End every client that is still waiting for calls (its thread or greenlet)."""
         for c in self.clients.values():
             if not c.crashed:
                 self.tell(c, {"op": "bye"})
