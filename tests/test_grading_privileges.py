@@ -30,8 +30,9 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading import privileges
-from percolator_ref.grading.grader import Limits, grade_all
-from percolator_ref.grading.sandbox import check_write, denied_module, fd_inside
+from percolator_ref.grading.grader import Limits, grade_all, read_policy
+from percolator_ref.grading.sandbox import (check_write, denied_module, fd_inside, inside,
+                                            readable)
 from grading_helpers import (CLIENT_ATTACKS, REPO, optimized_pyc_of, solution_answer,
                              student_notebook)
 
@@ -99,7 +100,9 @@ for device in ["/dev/vda", "/dev/sda", "/dev/nvme0n1", "/dev/mem", "/dev/kmsg", 
 ''',
     "reads the other submissions": '''
 import glob
-for path in glob.glob("{subs}/*.ipynb") + ["{subs}/0.ipynb", "{subs}/1.ipynb"]:
+found = []
+attempt("glob", lambda: found.extend(glob.glob("{subs}/*.ipynb")) or found or 1 / 0)
+for path in found + ["{subs}/0.ipynb", "{subs}/1.ipynb"]:
     attempt("read " + path, lambda: open(path).read(1) or 1 / 0)
     attempt("os.open " + path, lambda: os.read(os.open(path, os.O_RDONLY), 1) or 1 / 0)
 attempt("list", lambda: os.listdir("{subs}") or 1 / 0)
@@ -216,7 +219,11 @@ def victims(exercises: Path) -> list:
 
 
 @pytest.mark.skipif(not LINUX, reason="file descriptors in /proc, lsattr: Linux")
-def test_fd_flag_device_and_alias_attacks_score_zero_and_harm_nothing(arena):
+def test_fd_flag_device_and_alias_attacks_score_zero_and_harm_nothing(arena, monkeypatch):
+    """Graded from the submissions' folder as ``python -m percolator_ref grade`` would be:
+    that folder is the working directory and ``sys.path[0]``."""
+    monkeypatch.chdir(arena["subs"])
+    monkeypatch.syspath_prepend(str(arena["subs"]))
     pristine = next(arena["exercises"].glob("05_*.ipynb"))
     answers = hostile_answers(pristine, arena["subs"])
     paths = [student_notebook(arena["subs"] / f"{i}.ipynb", 5, answer)
@@ -390,6 +397,31 @@ paths = json.loads(sys.argv[2])
 grades = grade_all(paths, kit + "/exercises", Limits(timeout=20, scenario_timeout=5), jobs=2)
 print(json.dumps([[g.n_passed, g.total, g.sandbox, g.problems, g.summary()] for g in grades]))
 '''
+
+
+@pytest.mark.parametrize("where", ["cwd", "parent"])
+def test_the_working_directory_on_sys_path_is_not_read_as_the_python_installation(
+        tmp_path, monkeypatch, where):
+    """``python -m`` puts the working directory in ``sys.path``; spawned workers keep it.
+    Neither it nor a folder above the submissions becomes readable or listable."""
+    subs = tmp_path / "class" / "subs"
+    subs.mkdir(parents=True)
+    mine, other = subs / "0.ipynb", subs / "1.ipynb"
+    monkeypatch.chdir(subs)
+    monkeypatch.syspath_prepend(str(subs if where == "cwd" else tmp_path / "class"))
+    spec = grading.exercise(5).exercise
+    policy = read_policy(spec, REPO / "exercises", [str(mine), str(other)])
+    rules = ("/nonexistent-workdir", tuple(policy["allow_read"]), tuple(policy["deny_read"]),
+             tuple(policy["hard_deny"]), 1)
+    for place in (subs, subs / "notes.txt", tmp_path / "class"):
+        if where == "cwd" and place == tmp_path / "class":
+            continue                                # only the entry itself is in question
+        assert not readable(str(place), rules), (place, policy["deny_read"])
+        assert not any(inside(str(place), d) for d in policy["landlock"]["read_dirs"]), place
+    assert not readable(str(other), rules)
+    for needed in (sys.executable, grading.__file__.replace("grading/__init__.py", "model.py"),
+                   "/usr/lib", "/etc/passwd"):
+        assert readable(os.path.realpath(needed), rules), needed
 
 
 @pytest.mark.skipif(not (LINUX and ROOT), reason="dropping to another uid needs root")

@@ -34,7 +34,7 @@ import nbformat
 
 from . import exercise as exercise_module
 from . import privileges
-from .sandbox import DEVICES
+from .sandbox import DEVICES, inside, under
 from .feedback import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
@@ -47,6 +47,7 @@ from .trusted import Hub
 
 PACKAGE = Path(__file__).resolve().parents[1]
 ROOT = PACKAGE.parent
+SYSTEM_READS = ("/usr", "/lib", "/lib64", "/etc", "/proc")    # read by any Python process
 EXERCISES = ROOT / "exercises"
 MB = 1 << 20
 MAX_NOTEBOOK_MB = 20
@@ -235,24 +236,46 @@ def _is_repository(path: Path) -> bool:
 
 
 def read_policy(spec, exercises_dir, others) -> dict:
-    """What the child may read: the Python installation and the package, minus secrets."""
+    """What the child may read: the Python installation and the package, minus secrets.
+
+    Not read as the installation: a ``sys.path`` entry that is a repository, or that holds
+    the working directory, the exercises or a submission (see :func:`_private_places`).
+    """
     hidden = _module_files(spec.hidden)
-    entries = [Path(p).resolve() for p in sys.path if p and Path(p).exists()]
-    repos = sorted({str(p) for p in entries + [ROOT] if p.is_dir() and _is_repository(p)})
-    python = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-                    | {str(p) for p in entries if str(p) not in repos})
+    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+    private = _private_places(exercises_dir, others)
+    entries = {str(Path(p).resolve()) for p in sys.path if p and Path(p).exists()}
+    repos = {p for p in entries | {str(ROOT)} if Path(p).is_dir() and _is_repository(Path(p))}
+    holding = {p for p in entries if not under(p, prefixes) and any(inside(q, p) for q in private)}
+    python = sorted(set(prefixes) | (entries - repos - holding))
+    needed = prefixes + SYSTEM_READS + (str(PACKAGE),)
+    denied = sorted(repos | {q for q in holding | set(private) if not under(q, prefixes)
+                             and not any(inside(r, q) for r in needed)})
     files = [str(f) for f in sorted(PACKAGE.rglob("*"))
              if f.is_file() and "grading" not in f.relative_to(PACKAGE).parts
              and str(f.resolve()) not in hidden]
     return {
         "allow_read": [str(PACKAGE)] + python,
-        "deny_read": repos,
+        "deny_read": denied,
         "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
                      + [os.path.realpath(o) for o in others] + list(SYSTEM_SECRETS),
-        "landlock": {"read_dirs": python + ["/usr", "/lib", "/lib64", "/etc", "/proc"],
+        "landlock": {"read_dirs": python + list(SYSTEM_READS),
                      "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
         "expose": python + [str(PACKAGE)],
     }
+
+
+def _private_places(exercises_dir, others) -> list:
+    """The grader's working directory, the exercises and the submissions: places whose
+    listing is nobody's business. A ``sys.path`` entry holding one of them (``python -m``
+    puts the working directory there) is not read as part of the Python installation."""
+    places = [os.path.realpath(exercises_dir)] + [os.path.realpath(o) for o in others]
+    places += [os.path.dirname(p) for p in places[1:]]
+    try:
+        places.append(os.path.realpath(os.getcwd()))
+    except OSError:                     # a working directory that was deleted: nothing to hide
+        pass
+    return sorted(set(places))
 
 
 def _job(n, spec, cells, params, exercises_dir, others) -> dict:
