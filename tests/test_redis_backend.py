@@ -272,3 +272,47 @@ def test_round_trips_of_commits_in_both_modes(redis_url, conditional, commit_tri
     b.set("Bob", "bal", 2)
     assert a.commit() is True and b.commit() is False
     assert bt.round_trips - before == conflict_trips
+
+
+def test_a_notify_entry_left_listing_an_empty_column_is_unlisted_on_a_redis_cluster(
+        redis_cluster_url, monkeypatch):
+    """On a Redis Cluster the notify index lives on another node than the row: its entry is
+    added before the row is written, so a row write that is then refused, or an unlisting
+    that fails, leaves it listing an empty column. The observers' clearing step unlists it;
+    before, ``run_observers`` met it again in every sweep, for ever (a nemesis soak hung
+    in its settling phase this way)."""
+    import threading
+    from percolator_ref.observers.notifications import clear_notification
+    cluster = Cluster(backend=redis_cluster_url, clock=ManualClock())
+    seen = []
+
+    @cluster.observe("ledger", "touch", name="touched")
+    def touched(txn, row, column):
+        seen.append(row)
+
+    t = cluster.begin()
+    t.notify("L1", "touch", table="ledger")
+    assert t.commit()
+    bt = cluster.bigtable
+    index = bt.index_keys("ledger")[2]
+    bt.redis.zadd(index, {"ledger\x00L2\x00touch": 0})             # no notify version behind it
+    assert list(bt.notifications()) == [("ledger", "L1", "touch"), ("ledger", "L2", "touch")]
+    runs = []
+    sweep = threading.Thread(target=lambda: runs.append(cluster.run_observers()), daemon=True)
+    sweep.start()
+    sweep.join(30)
+    assert not sweep.is_alive(), "run_observers is still sweeping a stale entry"
+    assert runs == [1] and seen == ["L1"]
+    assert list(bt.notifications()) == []
+    # the lease lost between the read and the ZREM: the entry goes back (never miss one)
+    bt.redis.zadd(index, {"ledger\x00L3\x00touch": 0})
+    zrem = bt.redis.zrem
+
+    def zrem_then_lose_the_lease(key, *members):
+        out = zrem(key, *members)
+        bt.redis.set(bt.row_keys("ledger", "L3")[2], "another client's token")
+        return out
+
+    monkeypatch.setattr(bt.redis, "zrem", zrem_then_lose_the_lease)
+    assert clear_notification(cluster, "ledger", "L3", "touch") is True
+    assert list(bt.notifications()) == [("ledger", "L3", "touch")]

@@ -73,9 +73,12 @@ cleanup and ``CommitOutcomeUnknown`` resolve that.)
 
 In Redis Cluster mode the indexes live on other nodes than the row, so they
 are updated by separate commands while the row lease is held (added before
-the row is written, removed after it emptied): an index may briefly list an
-empty row, never miss a non-empty one. There every mutation runs under the
-lease, so ``conditional=1`` saves no round trip.
+the row is written, removed after it emptied): an index may list an empty row,
+never miss a non-empty one. A notify entry left listing an empty column (its
+row write refused, or its removal failed) is removed by the next row
+transaction that reads the column and finds it empty (the observers' clearing
+step does). There every mutation runs under the lease, so ``conditional=1``
+saves no round trip.
 
 Durability across a failover (``wait=N``)
 -----------------------------------------
@@ -511,6 +514,8 @@ class RedisBigtable(RawCellOperations):
             report(self.tracer, rt, rt.applied)
             return
         if not commit or not rt.mutations:
+            if commit and self.cluster_mode and rt.leased:
+                self._cluster_unlist_empty(rt)
             self._release(rt)
             if commit:
                 report(self.tracer, rt, [])
@@ -624,6 +629,27 @@ class RedisBigtable(RawCellOperations):
                 self.call(self.redis.zrem, notify, member)
         if reply[2] == 1:
             self.call(self.redis.zrem, ix, rt.row)
+
+    def _cluster_unlist_empty(self, rt: RedisRowTransaction) -> None:
+        """Cluster mode, lease held, nothing to write: unlist each notify column the row
+        transaction read and found empty.
+
+        Such an entry is left when a row write is refused after its index entry was added
+        (the lease expired under a slow client) or when an unlisting fails (the index's node
+        was down). Nothing else removes it, so observers would be sent to the row for ever.
+        The lease is checked after the ``ZREM``: if it was lost meanwhile, another client
+        may have listed a notification since, so the entries go back (an index may list an
+        empty column, never miss a non-empty one).
+        """
+        data = rt.row_data or {}
+        empty = sorted({c for c in rt.columns_read if c.endswith(NOTIFY_SUFFIX) and not data.get(c)})
+        if not empty:
+            return
+        notify = self.index_keys(rt.table)[2]
+        members = [SEP.join((rt.table, rt.row, c[: -len(NOTIFY_SUFFIX)])) for c in empty]
+        self.call(self.redis.zrem, notify, *members)
+        if self.call(self.redis.get, self.row_keys(rt.table, rt.row)[2]) != rt.token:
+            self.call(self.redis.zadd, notify, {m: 0 for m in members})
 
     def make_durable(self, table: str, row: str) -> None:
         """With ``wait=N``: one write on the row's node, then ``WAIT N``. The replication
