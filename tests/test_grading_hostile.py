@@ -324,12 +324,12 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     student_notebook(subs / "zz_good.ipynb", 5, solution_answer(5), student="=good student")
     before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
                             text=True).stdout
-    out, gs = tmp_path / "scores.csv", tmp_path / "results.json"
+    out = tmp_path / "scores.csv"
     env = dict(os.environ, TMPDIR=str(arena["gradetmp"]), PYTHONPATH=str(REPO))
     proc = subprocess.run(
         [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out), "-j", "2",
-         "--scenario-timeout", "2", "--exercises", str(arena["exercises"]),
-         "--gradescope", str(gs)], capture_output=True, text=True, timeout=300, env=env)
+         "--scenario-timeout", "2", "--exercises", str(arena["exercises"])],
+        capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == len(arena["answers"]) + 1
@@ -340,7 +340,6 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     for row in rows:
         if row is not good[0]:
             assert row["checks_passed"] == "0" and row["score"] == "0.000", row
-    assert len(json.loads(gs.read_text())["tests"]) == len(ex05_oracle.exercise) * len(rows)
     assert f"1/{len(rows)} notebooks passed" in proc.stdout
     assert list(arena["outside"].iterdir()) == [] and list(arena["gradetmp"].iterdir()) == []
     assert session_processes_with(MARK) == []

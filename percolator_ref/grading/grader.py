@@ -35,13 +35,14 @@ import nbformat
 from . import exercise as exercise_module
 from . import privileges
 from .sandbox import DEVICES, inside, under
-from .feedback import escape_text, indent_lines
+from .feedback import escape_text, indent_lines, unreadable
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
 from .framework import judge, spec_of
 from .channel import FrameReader, PipeWriter
 from .generate import exercise_number
 from .interactive import run_trusted
+from .submissions import private_roots
 from .sandbox import BOOT
 from .trusted import Hub
 
@@ -174,13 +175,15 @@ thread-safe): one notebook at a time per process."""
 
 def prepare(path: Path, exercises_dir, folder):
     """``(grade, spec, cells)`` ready for the child, or ``(final grade, None, None)``."""
+    nb, problem = None, ""
     try:
-        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
-            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
-        nb = nbformat.read(path, as_version=4)
+        too_large = path.stat().st_size > MAX_NOTEBOOK_MB * MB
+        nb = None if too_large else nbformat.read(path, as_version=4)
     except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
-        return Grade(str(path), student_name(None, path, folder),
-                     problems=[f"not a readable notebook: {type(exc).__name__}: {exc}"[:300]]), None, None
+        problem = unreadable(exc)
+    if nb is None:
+        problem = problem or f"not a readable notebook: larger than {MAX_NOTEBOOK_MB} MB"
+        return Grade(str(path), student_name(None, path, folder), problems=[problem]), None, None
     g = Grade(str(path), student_name(nb, path, folder))
     try:
         g.exercise = exercise_number(nb)
@@ -258,7 +261,8 @@ def read_policy(spec, exercises_dir, others) -> dict:
         "allow_read": [str(PACKAGE)] + python,
         "deny_read": denied,
         "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
-                     + [os.path.realpath(o) for o in others] + list(SYSTEM_SECRETS),
+                     + [o for o in map(os.path.realpath, others)
+                        if not any(inside(r, o) for r in needed)] + list(SYSTEM_SECRETS),
         "landlock": {"read_dirs": python + list(SYSTEM_READS),
                      "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
         "expose": python + [str(PACKAGE)],
@@ -555,7 +559,7 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     paths = [Path(p) for p in paths]
-    others = tuple(str(p.resolve()) for p in paths)
+    others = private_roots(paths)          # never another submission's path in a child's job
     tasks = [(k, path, exercises_dir, limits, folder, others) for k, path in enumerate(paths)]
     grades: dict = {}
     if jobs == 1 or len(tasks) < 2:
