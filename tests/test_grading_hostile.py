@@ -547,3 +547,42 @@ def test_the_old_scenario_runner_attack_gains_nothing_on_exercise_8(tmp_path):
     failed = {r.name for r in g.checks if not r.passed}
     families = {r.name for r in g.checks if r.name.startswith("every")}
     assert families and failed == families, g.summary()
+
+
+# -- percolator replay: no terminal escape from a counterexample reaches the terminal -------------
+
+ESCAPES = {"clear screen": "\x1b[2J\x1b[H", "window title": "\x1b]0;pwned\x07",
+           "clipboard write": "\x1b]52;c;cm0gLXJmIH4=\x07",
+           "hyperlink": "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",
+           "C1 CSI": "\x9b31m", "carriage return": "\rPASS"}
+
+
+def hostile_counterexample() -> dict:
+    """A counterexample whose cells, names and texts carry terminal escapes (what a
+    student's code can write into the grader's store, and a file can hold)."""
+    from percolator_ref import Cluster, ManualClock
+    from percolator_ref.grading.channel import encode
+    cluster = Cluster(first_timestamp=1, clock=ManualClock())
+    txn = cluster.begin()
+    for k, (name, text) in enumerate(ESCAPES.items()):
+        txn.set(f"row{k}{text}", "bal", f"{name}: {text}")
+    txn.set("Bob", f"col{ESCAPES['window title']}", ESCAPES["clipboard write"])
+    assert txn.commit()
+    cells = encode(cluster.bigtable.dump())
+    steps = [{"client": f"A{text}", "did": f"prewrite-primary row0{text}", "cells": cells,
+              "writes": [[f"bal{text}", 1, text]], "clock": 0} for text in ESCAPES.values()]
+    return {"check": f"check {ESCAPES['clear screen']}", "failure": f"boom {ESCAPES['hyperlink']}",
+            "steps": steps}
+
+
+def test_a_replayed_counterexample_prints_no_terminal_escape(tmp_path, capsys):
+    from percolator_ref.commands import main
+    from percolator_ref.grading.replay import replay, save
+    path = save(hostile_counterexample(), tmp_path / "cx.json")
+    shown = replay(path).transcript()
+    assert main(["replay", str(path)]) == 0
+    printed = capsys.readouterr().out
+    for text in (shown, printed):
+        raw = [c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0)]
+        assert raw == [], raw[:10]
+        assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in text and "\\x9b31m" in text

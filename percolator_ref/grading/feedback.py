@@ -7,31 +7,9 @@ CSV or Gradescope's ``results.json`` shows it (:mod:`.grader`,
 """
 from __future__ import annotations
 
-import unicodedata
+from ..viz.printable import escape_text
 
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
-def escape_text(text, newlines: bool = False) -> str:
-    """``text`` with every control, format (bidi), separator or unassigned character escaped.
-
-    ``newlines=True`` keeps ``\\n`` (multi-line feedback); everything else that a
-    terminal or a spreadsheet would interpret is shown as ``\\xNN`` / ``\\uNNNN``.
-    """
-    out = []
-    for ch in str(text):
-        if ch == "\n" and newlines:
-            out.append(ch)
-        elif ch in NAMED_ESCAPES:
-            out.append(NAMED_ESCAPES[ch])
-        elif unicodedata.category(ch) in UNSAFE_CATEGORIES:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+__all__ = ["escape_text", "indent_lines", "unreadable"]
 
 
 def indent_lines(text, prefix: str) -> str:

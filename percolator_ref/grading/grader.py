@@ -42,7 +42,7 @@ from .framework import judge, spec_of
 from .channel import FrameReader, PipeWriter
 from .generate import exercise_number
 from .interactive import run_trusted
-from .submissions import private_roots
+from .places import private_roots
 from .sandbox import BOOT
 from .trusted import Hub
 

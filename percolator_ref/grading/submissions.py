@@ -38,7 +38,6 @@ the terminal report and Gradescope's ``results.json``:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import zipfile
@@ -48,7 +47,6 @@ from pathlib import Path
 from . import exercise as exercise_module
 from .battery import Result
 from .feedback import escape_text
-from .sandbox import inside as sandbox_inside
 
 MB = 1 << 20
 MAX_ZIP_MB = 200            # uncompressed notebooks in one archive
@@ -131,13 +129,6 @@ def entries(folder: Path) -> list:
     notebooks, zips), without reading them."""
     return [e for e in sorted(Path(folder).iterdir()) if e.name != ".ipynb_checkpoints"
             and (e.is_symlink() or e.is_dir() or e.suffix in (".ipynb", ".zip"))]
-
-
-def private_roots(paths) -> tuple:
-    """The outermost folders holding ``paths`` (the class folder, the unpacked zips): what a
-    grading child is denied, so that its job never lists another submission's path."""
-    folders = sorted({os.path.dirname(os.path.realpath(p)) for p in paths})
-    return tuple(f for f in folders if not any(f != g and sandbox_inside(f, g) for g in folders))
 
 
 def _entry(entry: Path, unpack_dir: Path):
