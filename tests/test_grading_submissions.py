@@ -24,7 +24,7 @@ from percolator_ref.grading.submissions import (escape_text, find_submissions, g
                                                 unpack_zip)
 from grading_helpers import REPO, load_catalogue, pristine_path, solution_answer, student_notebook
 
-LIMITS = Limits(timeout=30)
+LIMITS = Limits()
 N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
 PARTIAL = "writes the mark on every call (no ranges)"      # a wrong answer that passes some checks
 FORGED = '''

@@ -4,8 +4,9 @@ For each notebook: read it (never execute it), find its exercise from
 ``metadata.percolator.exercise``, take the pristine ``exercises/NN_*.ipynb``,
 keep only the student's answer cells (:mod:`.answers`), reject a syntax error
 or a step the answer does not define itself, draw a secret, compute each
-check's parameters from it, run the scenarios in a fresh child
-(:mod:`.sandbox`) and judge the observations here (:mod:`.framework`).
+check's parameters from it, start a fresh sandboxed child (:mod:`.sandbox`)
+whose student clients the trusted worlds of the checks serve here
+(:mod:`.interactive`, :mod:`.trusted`).
 
 Nothing a notebook does can stop a bulk run: a child that times out, exits,
 crashes, exhausts its memory or answers garbage scores 0 with the reason, and
@@ -38,7 +39,7 @@ from .sandbox import DEVICES, inside, under
 from .feedback import escape_text, indent_lines
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
-from .framework import judge, spec_of
+from .framework import spec_of
 from .channel import FrameReader, PipeWriter
 from .generate import exercise_number
 from .interactive import run_trusted
@@ -59,20 +60,16 @@ SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
 class Limits:
     """What one notebook's child may use.
 
-    ``timeout`` and ``scenario_timeout`` bound the scenario exercises (``@exercise.scenario``;
-    ``percolator grade`` has no ``--timeout``: none of its exercises is one); an
-    exercise of trusted checks has its own limit per check
-    (``Exercise.check(limit=...)``) and a notebook limit derived from them
-    (:data:`SETUP_SECONDS` plus their sum), whatever ``timeout`` says.
+    Time is not among them: each check has its own limit
+    (``Exercise.check(limit=...)``) and a notebook's limit is derived from them
+    (:data:`SETUP_SECONDS` plus their sum).
     """
-    timeout: float = 60.0            # wall seconds for a whole notebook of scenarios
-    scenario_timeout: float = 10.0   # wall seconds for one scenario
     memory_mb: int = 1024            # address space
     file_mb: int = 16                # largest file it may write
     open_files: int = 256
 
     def __post_init__(self):
-        for name in ("timeout", "scenario_timeout", "memory_mb", "file_mb", "open_files"):
+        for name in ("memory_mb", "file_mb", "open_files"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
@@ -148,22 +145,11 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     if spec is None:
         return g
     params = spec.params(secrets.randbits(63))
-    if spec.interactive:
-        info: dict = {}
-        g.checks = grade_interactive(_job(g.exercise, spec, cells, {}, exercises_dir, others),
-                                     spec, params, limits, info)
-        g.sandbox = info.get("sandbox", "")
-        g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
-        return g
-    report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
-    g.sandbox = "; ".join(str(report.get(k)) for k in ("landlock", "isolation")
-                          if report.get(k)) if report else ""
-    if problem:
-        return _all_fail(g, spec, [problem], "")
-    if report.get("answer_error"):
-        return _all_fail(g, spec, [f"your answer cell raised {report['answer_error']}"], "not run: ")
-    results = report.get("results") if isinstance(report.get("results"), dict) else {}
-    g.checks = [judge(c, results.get(c.name), params[c.name]) for c in spec.checks]
+    info: dict = {}
+    g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
+                                 spec, params, limits, info)
+    g.sandbox = info.get("sandbox", "")
+    g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
     return g
 
 
@@ -278,14 +264,15 @@ def _private_places(exercises_dir, others) -> list:
     return sorted(set(places))
 
 
-def _job(n, spec, cells, params, exercises_dir, others) -> dict:
-    return {"exercise": n, "answer": spec.answer, "params": params,
+def _job(n, spec, cells, exercises_dir, others) -> dict:
+    return {"exercise": n, "answer": spec.answer,
             "cells": [{"id": c.id, "kind": c.kind, "source": c.source} for c in cells],
             **read_policy(spec, exercises_dir, others)}
 
 
-def _rlimits(limits: Limits) -> dict:
-    cpu = int(limits.timeout) + 2
+def _rlimits(limits: Limits, seconds: float) -> dict:
+    """The child's rlimits; ``seconds``: the notebook's time limit (CPU seconds, 2 more)."""
+    cpu = int(seconds) + 2
     nproc = None if os.geteuid() == 0 else _user_tasks() + 64
     return {"RLIMIT_AS": limits.memory_mb * MB, "RLIMIT_CPU": cpu,
             "RLIMIT_FSIZE": limits.file_mb * MB, "RLIMIT_NOFILE": limits.open_files,
@@ -305,32 +292,6 @@ def _user_tasks() -> int:
     return count
 
 
-def run_child(job: dict, limits: Limits):
-    """Run the job in a fresh sandboxed child; ``(report, None)`` or ``(None, why it failed)``."""
-    base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
-    work, io = base / "work", base / "io"
-    (work / "tmp").mkdir(parents=True)
-    io.mkdir()
-    nonce = secrets.token_hex(16)
-    try:
-        with open(io / "result", "wb") as result, open(io / "output", "wb") as output:
-            job = dict(job, workdir=str(work), nonce=nonce, result_fd=result.fileno(),
-                       scenario_timeout=min(limits.scenario_timeout, limits.timeout),
-                       limits=_rlimits(limits))
-            job["hard_deny"] = job["hard_deny"] + [str(base / "io")]
-            job["privileges"] = privileges.plan(job["expose"])
-            privileges.prepare_workdir(base, work, job["privileges"])
-            (io / "job").write_text(json.dumps(job))
-            with open(io / "job", "rb") as stdin:
-                try:
-                    status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
-                finally:
-                    privileges.sweep(job["privileges"])
-        return _read_report(io, nonce, status, limits)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def _environment(work: Path) -> dict:
     return {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"),
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
@@ -342,30 +303,6 @@ def _popen(stdin, output, fds: tuple, work: Path):
                             stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
                             pass_fds=fds, cwd=work, env=_environment(work),
                             start_new_session=True, close_fds=True)
-
-
-def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
-    """Start the child, wait (without reaping) up to ``timeout``, kill its session, reap."""
-    start = time.monotonic()
-    proc = _popen(stdin, output, (result_fd,), work)
-    status = None
-    while status is None:
-        if _exited(proc):
-            status = "exited"
-        elif time.monotonic() - start > timeout:
-            status = "timeout"
-        else:
-            time.sleep(0.02)
-    kill_session(proc.pid)
-    proc.wait()
-    return status, proc.returncode
-
-
-def _exited(proc) -> bool:
-    """Has the child exited? (Linux: without reaping it, so its pid cannot be reused yet.)"""
-    if hasattr(os, "waitid"):
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    return proc.poll() is not None
 
 
 def kill_session(sid: int) -> None:
@@ -397,35 +334,6 @@ def _session_members(sid: int) -> list:
         if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
             members.append(int(entry.name))
     return members
-
-
-def _read_report(io: Path, nonce: str, status, limits: Limits):
-    (how, code) = status
-    if how == "timeout":
-        return None, f"timed out after {limits.timeout:g} s (an endless loop?); the notebook scores 0"
-    raw = (io / "result").read_bytes()[: 4 * MB]
-    try:
-        report = json.loads(raw) if raw else None
-    except ValueError:
-        return None, "the grading process answered garbage (not one JSON report); the notebook scores 0"
-    if code and code < 0:
-        name = signal.Signals(-code).name
-        why = {"SIGXCPU": f"used more than {int(limits.timeout) + 2} s of CPU",
-               "SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed",
-               "SIGABRT": f"aborted (out of memory? the limit is {limits.memory_mb} MB)"}
-        return None, f"the grading process {why.get(name, 'died of ' + name)}; the notebook scores 0"
-    if report is None:
-        tail = (io / "output").read_bytes()[-300:].decode(errors="replace").strip().splitlines()
-        hint = f" (last output: {tail[-1][:120]!r})" if tail else ""
-        return None, (f"the grading process exited with status {code} before reporting "
-                      f"(os._exit or a crash in your code?){hint}; the notebook scores 0")
-    if not isinstance(report, dict) or report.get("nonce") != nonce:
-        return None, "the grading process answered garbage; the notebook scores 0"
-    if report.get("internal"):
-        return None, f"internal grading error: {report['internal']}"
-    if not report.get("guarded"):
-        return None, "the sandbox was not in place; the notebook scores 0"
-    return report, None
 
 
 # -- interactive exercises: the child is a client of the trusted world ------------------
@@ -473,10 +381,7 @@ class InteractiveChild:
         self.fds = [down_r, down_w, up_r, up_w, result]
         notebook = SETUP_SECONDS + self.spec.time_limit
         job = dict(self.job, workdir=str(self.work), nonce=secrets.token_hex(16), result_fd=result,
-                   channel=[down_r, up_w], scenario_timeout=self.limits.scenario_timeout,
-                   limits=_rlimits(Limits(timeout=notebook, memory_mb=self.limits.memory_mb,
-                                          file_mb=self.limits.file_mb,
-                                          open_files=self.limits.open_files)))
+                   channel=[down_r, up_w], limits=_rlimits(self.limits, notebook))
         job["hard_deny"] = job["hard_deny"] + [str(self.io)]
         job["privileges"] = self.privileges = privileges.plan(job["expose"])
         privileges.prepare_workdir(self.base, self.work, job["privileges"])
@@ -505,7 +410,7 @@ class InteractiveChild:
         return f"{NOT_RUN}{self.exit_reason()}"
 
     def exit_reason(self) -> str:
-        """Why the child stopped before it was ready (its exit status, as the batch path says)."""
+        """Why the child stopped before it was ready (its exit status)."""
         try:
             code = self.proc.wait(timeout=5) if self.proc is not None else None
         except subprocess.TimeoutExpired:
