@@ -13,7 +13,8 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
 from percolator_ref.grading.answers import Cell, static_problems
-from percolator_ref.grading.grader import Limits, grade, grade_all, gradescope, write_csv
+from percolator_ref.grading.grader import Limits, grade, grade_all
+from percolator_ref.grading.results import gradescope, write_csv
 from grading_helpers import pristine_path, solution_answer, solution_path, student_notebook
 
 REPO = Path(__file__).resolve().parents[1]

@@ -383,7 +383,8 @@ def test_every_catalogue_entry_scores_the_same_under_100_secrets(n, name):
 
 
 def test_parallel_grading_writes_the_same_csv(tmp_path):
-    from percolator_ref.grading.grader import grade_all, write_csv
+    from percolator_ref.grading.grader import grade_all
+    from percolator_ref.grading.results import write_csv
     from grading_helpers import pristine_path, student_notebook
     module = catalogue_module(1)
     subs = tmp_path / "subs"

@@ -30,7 +30,8 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading import privileges
-from percolator_ref.grading.grader import Limits, grade_all, read_policy
+from percolator_ref.grading.grader import Limits, grade_all
+from percolator_ref.grading.policy import read_policy
 from percolator_ref.grading.sandbox import (check_write, denied_module, fd_inside, inside,
                                             readable)
 from grading_helpers import (CLIENT_ATTACKS, REPO, optimized_pyc_of, solution_answer,

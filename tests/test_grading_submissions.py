@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.grader import Grade, Limits, gradescope, write_csv
+from percolator_ref.grading.grader import Grade, Limits
+from percolator_ref.grading.results import gradescope, write_csv
 from percolator_ref.grading.gradescope import build_autograder
 from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
                                                 unpack_zip)

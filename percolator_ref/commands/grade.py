@@ -106,7 +106,7 @@ def run(args) -> int:
 
 def _report(args, grades) -> int:
     """Print every grade, write the CSV / results.json asked for; the exit status."""
-    from percolator_ref.grading.grader import gradescope, write_csv
+    from percolator_ref.grading.results import gradescope, write_csv
     for g in grades:
         print(g.summary())
     if args.csv:

@@ -71,7 +71,7 @@ maps ``NN`` to the module. Everything else is found from that object.
      (``p["t0"]`` is the oracle's first timestamp of each world).
    - ``limit``: seconds the check may take; past it the check fails alone
      (``percolator grade`` gives a notebook the sum of its checks' limits plus
-     :data:`.grader.SETUP_SECONDS`).
+     :data:`.launcher.SETUP_SECONDS`).
 
    The notebook's check cell runs the same checks and schedules in-process
    (:func:`.interactive.self_check`, not trusted); ``percolator grade`` runs
