@@ -1,4 +1,4 @@
-"""The grading can fail: every exercise is a spec of scenarios + verdicts, unsolved exercises fail
+"""The grading can fail: every exercise is a spec of trusted checks, unsolved exercises fail
 nbval; the grader's formats (report, CSV, Gradescope), -j, and its static and error feedback."""
 import csv
 import json
@@ -13,7 +13,8 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
 from percolator_ref.grading.answers import Cell, static_problems
-from percolator_ref.grading.grader import Limits, grade, grade_all, gradescope, write_csv
+from percolator_ref.grading.grader import Limits, grade, grade_all
+from percolator_ref.grading.results import gradescope, write_csv
 from grading_helpers import pristine_path, solution_answer, solution_path, student_notebook
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +22,7 @@ EXERCISES = sorted(grading.MODULES)
 
 
 @pytest.mark.parametrize("n", EXERCISES)
-def test_every_exercise_is_a_spec_of_scenarios_and_verdicts(n):
+def test_every_exercise_is_a_spec_of_trusted_checks(n):
     module = grading.exercise(n)
     assert isinstance(module.exercise, Exercise) and module.exercise.number == n
     assert len(module.exercise) >= 6
@@ -115,7 +116,7 @@ def test_syntax_error_is_reported_with_its_line(tmp_path):
     assert g.n_passed == 0 and g.checks[0].reason.startswith("not run: SyntaxError")
 
 
-def test_exception_in_answer_cell_and_in_a_scenario_name_their_line(tmp_path):
+def test_exception_in_answer_cell_and_in_a_check_name_their_line(tmp_path):
     raising_cell = "x = {}['missing']\n" + solution_answer(5)
     in_scenario = solution_answer(5).replace("ts, self.next = self.next, self.next + 1",
                                              "ts, self.next = self.next[0], self.next + 1")
@@ -219,8 +220,8 @@ def test_parallel_grading_gives_the_same_grades(two_grades):
 def test_bad_arguments_are_named(tmp_path):
     with pytest.raises(ValueError, match="jobs must be a positive int"):
         grade_all([], jobs=0)
-    with pytest.raises(ValueError, match="timeout must be a positive number"):
-        Limits(timeout=0)
+    with pytest.raises(ValueError, match="memory_mb must be a positive number"):
+        Limits(memory_mb=0)
     proc = subprocess.run([sys.executable, "-m", "percolator_ref", "grade", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode == 2 and "does not exist" in proc.stderr

@@ -14,7 +14,7 @@ from grading_helpers import load_catalogue, solution_answer, student_notebook
 CONVERTED = [n for n in sorted(grading.MODULES)
              if isinstance(getattr(grading.exercise(n), "exercise", None), Exercise)]
 CASES = [(n, name) for n in CONVERTED for name in load_catalogue(n)]
-LIMITS = Limits(timeout=30)
+LIMITS = Limits()
 
 
 def test_exercise_5_is_converted():

@@ -64,7 +64,7 @@ def backoff_and_maybe_cleanup_lock(session, cell, lock, attempt):
 @pytest.mark.parametrize("n", sorted(DELEGATING))
 def test_calling_the_hidden_reference_fails_with_the_reason(n, tmp_path):
     g = grade(student_notebook(tmp_path / "delegates.ipynb", n, DELEGATING[n]),
-              limits=Limits(timeout=60))
+              limits=Limits())
     assert g.problems == [], g.summary()
     assert not g.passed, g.summary()
     hidden = [r for r in g.checks if not r.passed and HIDDEN in r.reason]
@@ -82,7 +82,7 @@ def test_every_check_draws_its_numbers_from_the_secret(n):
 
 
 # -- exercises 6-8: the hidden observer steps, feedback with the run's numbers --------------
-LIMITS = Limits(timeout=60)
+LIMITS = Limits()
 
 
 def test_exercise_6_hides_the_reference_observer_steps():

@@ -273,7 +273,7 @@ def test_hostile_notebook_scores_zero_and_leaves_nothing(name, arena):
     before = digest(arena["exercises"])
     arena["subs"].mkdir()
     path = student_notebook(arena["subs"] / "evil.ipynb", 5, arena["answers"][name])
-    g = grade(path, arena["exercises"], Limits(timeout=4, scenario_timeout=2))
+    g = grade(path, arena["exercises"], Limits())
     assert g.total == len(ex05_oracle.exercise) and g.n_passed == 0, g.summary()
     assert all(r.reason for r in g.checks), g.summary()
     assert list(arena["outside"].iterdir()) == []
@@ -285,7 +285,7 @@ def test_hostile_notebook_scores_zero_and_leaves_nothing(name, arena):
 def test_reasons_name_the_attack(arena):
     arena["subs"].mkdir()
     answers = arena["answers"]
-    limits = Limits(timeout=3, scenario_timeout=2)
+    limits = Limits()
     names = ["calls os._exit(0)", "loops forever", "inherits the reference",
              "aliases the reference", "delegates to super()", "reads and runs the solution",
              "delegates to a wrapped reference at run time", "segfaults"]
@@ -311,7 +311,7 @@ def test_next_students_untouched_stub_still_scores_zero(arena):
                             arena["answers"]["rewrites the grader's clean exercise copy"])
     stub = arena["subs"] / "b_untouched.ipynb"
     shutil.copy(pristine_path(5), stub)
-    first, second = grade_all([evil, stub], arena["exercises"], Limits(timeout=10))
+    first, second = grade_all([evil, stub], arena["exercises"], Limits())
     assert first.n_passed == 0 and second.n_passed == 0
     assert "NotImplementedError: Exercise 5" in second.checks[0].reason
 
@@ -328,7 +328,7 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     env = dict(os.environ, TMPDIR=str(arena["gradetmp"]), PYTHONPATH=str(REPO))
     proc = subprocess.run(
         [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out), "-j", "2",
-         "--scenario-timeout", "2", "--exercises", str(arena["exercises"])],
+         "--exercises", str(arena["exercises"])],
         capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(out.open()))
@@ -479,7 +479,7 @@ def optimized_pyc():
 def test_client_attacks_on_exercise_1_score_zero(name, tmp_path, optimized_pyc):
     from percolator_ref.grading import exercise
     path = student_notebook(tmp_path / "evil.ipynb", 1, CLIENT_ATTACKS[name])
-    g = grade(path, limits=Limits(scenario_timeout=2))
+    g = grade(path, limits=Limits())
     assert g.total == len(exercise(1).exercise) and g.n_passed == 0, g.summary()
     assert all(r.reason for r in g.checks)
     if "pyc" in name:
@@ -534,7 +534,7 @@ def test_forged_answers_with_a_write_skew_withdraw_score_zero(name, tmp_path):
     """The grader judges its own bank: answers a client forges earn nothing."""
     from percolator_ref.grading import ex08_write_skew
     path = student_notebook(tmp_path / "forged.ipynb", 8, SKEW_WITHDRAW + FORGED_WITHDRAWALS[name])
-    g = grade(path, limits=Limits(scenario_timeout=5))
+    g = grade(path, limits=Limits())
     assert g.total == len(ex08_write_skew.exercise) and g.n_passed == 0, g.summary()
 
 
@@ -543,7 +543,7 @@ def test_the_old_scenario_runner_attack_gains_nothing_on_exercise_8(tmp_path):
     trusted world) now changes nothing: the write skew fails every family of interleavings,
     as it does without the attack."""
     path = student_notebook(tmp_path / "old.ipynb", 8, SKEW_WITHDRAW + OLD_RUNNER_ATTACK)
-    g = grade(path, limits=Limits(scenario_timeout=5))
+    g = grade(path, limits=Limits())
     failed = {r.name for r in g.checks if not r.passed}
     families = {r.name for r in g.checks if r.name.startswith("every")}
     assert families and failed == families, g.summary()

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.grader import Grade, Limits, gradescope, write_csv
+from percolator_ref.grading.grader import Grade, Limits
+from percolator_ref.grading.results import gradescope, write_csv
 from percolator_ref.grading.gradescope import build_autograder
 from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
                                                 unpack_zip)
 from grading_helpers import REPO, load_catalogue, pristine_path, solution_answer, student_notebook
 
-LIMITS = Limits(timeout=30)
+LIMITS = Limits()
 N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
 PARTIAL = "writes the mark on every call (no ranges)"      # a wrong answer that passes some checks
 FORGED = '''

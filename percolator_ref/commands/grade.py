@@ -5,10 +5,9 @@ import json
 import sys
 from pathlib import Path
 
-from .arguments import Count, Seconds
+from .arguments import Count
 
 JOBS = Count(1, 64)
-SCENARIO_TIMEOUT = Seconds(600)
 MEMORY = Count(64, 65_536)
 
 
@@ -39,9 +38,6 @@ def register(subparsers) -> None:
                         "one student's submission; needs --exercise N")
     p.add_argument("-j", "--jobs", type=JOBS, default=1, metavar="N",
                    help=f"grade N notebooks in parallel, {JOBS} (default 1)")
-    p.add_argument("--scenario-timeout", type=SCENARIO_TIMEOUT, default=10.0, metavar="SECONDS",
-                   help=f"wall-time limit for one check's scenario, {SCENARIO_TIMEOUT} "
-                        f"(default 10)")
     p.add_argument("--memory", type=MEMORY, default=1024, metavar="MB",
                    help=f"address-space limit of one notebook's process, {MEMORY} MB "
                         f"(default 1024)")
@@ -107,7 +103,7 @@ def run(args) -> int:
         return 2
     path = Path(args.path)
     try:
-        limits = Limits(scenario_timeout=args.scenario_timeout, memory_mb=args.memory)
+        limits = Limits(memory_mb=args.memory)
     except ValueError as exc:
         print(f"percolator grade: {exc}", file=sys.stderr)
         return 2
@@ -126,7 +122,7 @@ def run(args) -> int:
 
 def _report(args, grades) -> int:
     """Print every grade, write the CSV / results.json asked for; the exit status."""
-    from percolator_ref.grading.grader import gradescope, write_csv
+    from percolator_ref.grading.results import gradescope, write_csv
     for g in grades:
         print(g.summary())
     if args.csv:

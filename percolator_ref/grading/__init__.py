@@ -1,9 +1,9 @@
-"""Graded exercises: specs of scenario checks, the generator, the sandboxed grader.
+"""Graded exercises: specs of trusted checks, the generator, the sandboxed grader.
 
 Each exercise ``N`` has a module ``exNN_<name>`` that defines ``exercise``, a
-:class:`~.framework.Exercise` (scenarios run against the student's code in a
-sandbox, verdicts in the grader: read :mod:`.framework`'s docstring to write
-one). The notebooks in ``solutions/`` are the source of truth for ``exercises/`` (:mod:`.generate`); :mod:`.grader` grades
+:class:`~.framework.Exercise` (roles run the student's code as clients, in a
+sandbox; checks judge the grader's own world: read :mod:`.framework`'s
+docstring to write one). The notebooks in ``solutions/`` are the source of truth for ``exercises/`` (:mod:`.generate`); :mod:`.grader` grades
 submitted notebooks (``percolator grade``).
 """
 from __future__ import annotations
@@ -12,7 +12,6 @@ import importlib
 
 from .battery import BudgetExceeded, Report, Result
 from .framework import Exercise, Fail, require
-from .framework import run_local as run_scenarios
 from .interactive import self_check
 from .replay import Replay, replay
 
@@ -50,10 +49,8 @@ def check(n: int, impl) -> Report:
 
 def run_local(spec: Exercise, answer, secret: int = 0) -> Report:
     """Every check of ``spec`` in this process, deterministic for ``secret``: the self-check
-    of trusted checks (same worlds and schedules as the grader), or the scenario checks."""
-    if spec.interactive:
-        return self_check(spec, answer, secret)
-    return run_scenarios(spec, answer, secret)
+    (same worlds and schedules as the grader)."""
+    return self_check(spec, answer, secret)
 
 
 __all__ = ["BudgetExceeded", "Exercise", "Fail", "MODULES", "Replay", "Report", "Result", "check",

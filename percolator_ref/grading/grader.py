@@ -4,8 +4,12 @@ For each notebook: read it (never execute it), find its exercise from
 ``metadata.percolator.exercise``, take the pristine ``exercises/NN_*.ipynb``,
 keep only the student's answer cells (:mod:`.answers`), reject a syntax error
 or a step the answer does not define itself, draw a secret, compute each
-check's parameters from it, run the scenarios in a fresh child
-(:mod:`.sandbox`) and judge the observations here (:mod:`.framework`).
+check's parameters from it, start a fresh sandboxed child (:mod:`.sandbox`)
+whose student clients the trusted worlds of the checks serve here
+(:mod:`.interactive`, :mod:`.trusted`).
+
+The child's read policy is :mod:`.policy`'s, its process :mod:`.launcher`'s;
+the CSV and Gradescope files are :mod:`.results`'.
 
 Nothing a notebook does can stop a bulk run: a child that times out, exits,
 crashes, exhausts its memory or answers garbage scores 0 with the reason, and
@@ -13,70 +17,29 @@ its whole session is killed before the next notebook's grade is returned.
 """
 from __future__ import annotations
 
-import csv
-import importlib.util
-import json
 import multiprocessing
-import os
-import queue
 import secrets
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
 from . import exercise as exercise_module
-from . import privileges
-from .sandbox import DEVICES, inside, under
-from .feedback import escape_text, indent_lines, unreadable
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
-from .framework import judge, spec_of
-from .channel import FrameReader, PipeWriter
+from .feedback import escape_text, indent_lines, unreadable
+from .framework import spec_of
 from .generate import exercise_number
 from .interactive import run_trusted
-from .places import private_roots
-from .sandbox import BOOT
-from .trusted import Hub
+from .launcher import MB, NOT_RUN, InteractiveChild, Limits
+from .policy import ROOT, private_roots, read_policy
+from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
-PACKAGE = Path(__file__).resolve().parents[1]
-ROOT = PACKAGE.parent
-SYSTEM_READS = ("/usr", "/lib", "/lib64", "/etc", "/proc")    # read by any Python process
 EXERCISES = ROOT / "exercises"
-MB = 1 << 20
 MAX_NOTEBOOK_MB = 20
-SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
-"""Never readable by the child (the private uid cannot read them anyway)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one notebook's child may use.
-
-    ``timeout`` and ``scenario_timeout`` bound the scenario exercises (``@exercise.scenario``;
-    ``percolator grade`` has no ``--timeout``: none of its exercises is one); an
-    exercise of trusted checks has its own limit per check
-    (``Exercise.check(limit=...)``) and a notebook limit derived from them
-    (:data:`SETUP_SECONDS` plus their sum), whatever ``timeout`` says.
-    """
-    timeout: float = 60.0            # wall seconds for a whole notebook of scenarios
-    scenario_timeout: float = 10.0   # wall seconds for one scenario
-    memory_mb: int = 1024            # address space
-    file_mb: int = 16                # largest file it may write
-    open_files: int = 256
-
-    def __post_init__(self):
-        for name in ("timeout", "scenario_timeout", "memory_mb", "file_mb", "open_files"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
 
 
 @dataclass
@@ -149,22 +112,11 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
     if spec is None:
         return g
     params = spec.params(secrets.randbits(63))
-    if spec.interactive:
-        info: dict = {}
-        g.checks = grade_interactive(_job(g.exercise, spec, cells, {}, exercises_dir, others),
-                                     spec, params, limits, info)
-        g.sandbox = info.get("sandbox", "")
-        g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
-        return g
-    report, problem = run_child(_job(g.exercise, spec, cells, params, exercises_dir, others), limits)
-    g.sandbox = "; ".join(str(report.get(k)) for k in ("landlock", "isolation")
-                          if report.get(k)) if report else ""
-    if problem:
-        return _all_fail(g, spec, [problem], "")
-    if report.get("answer_error"):
-        return _all_fail(g, spec, [f"your answer cell raised {report['answer_error']}"], "not run: ")
-    results = report.get("results") if isinstance(report.get("results"), dict) else {}
-    g.checks = [judge(c, results.get(c.name), params[c.name]) for c in spec.checks]
+    info: dict = {}
+    g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
+                                 spec, params, limits, info)
+    g.sandbox = info.get("sandbox", "")
+    g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
     return g
 
 
@@ -210,232 +162,12 @@ def _all_fail(g: Grade, spec, problems: list, prefix: str) -> Grade:
     return g
 
 
-# -- the child's job -------------------------------------------------------------
+# -- the child's job and its checks ----------------------------------------------------
 
-def _module_files(targets) -> list:
-    files = []
-    for target in targets:
-        spec = importlib.util.find_spec(target.partition(":")[0])
-        if spec and spec.origin:
-            files.append(os.path.realpath(spec.origin))
-            if spec.cached:
-                files.append(os.path.realpath(spec.cached))
-            files += _compiled_variants(spec.origin)
-    return files
-
-
-def _compiled_variants(origin: str) -> list:
-    """Every compiled form of a module (``-O``/``-OO`` ones too: ``.opt-1.pyc``, ``.opt-2.pyc``)."""
-    source = Path(origin)
-    cache = source.parent / "__pycache__"
-    found = [source.with_suffix(".pyc")]
-    if cache.is_dir():
-        found += sorted(cache.glob(source.stem + ".*.pyc"))
-    return [os.path.realpath(f) for f in found]
-
-
-def _is_repository(path: Path) -> bool:
-    return any((path / marker).exists() for marker in (".git", "solutions", "exercises"))
-
-
-def read_policy(spec, exercises_dir, others) -> dict:
-    """What the child may read: the Python installation and the package, minus secrets.
-
-    Not read as the installation: a ``sys.path`` entry that is a repository, or that holds
-    the working directory, the exercises or a submission (see :func:`_private_places`).
-    """
-    hidden = _module_files(spec.hidden)
-    prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-    private = _private_places(exercises_dir, others)
-    entries = {str(Path(p).resolve()) for p in sys.path if p and Path(p).exists()}
-    repos = {p for p in entries | {str(ROOT)} if Path(p).is_dir() and _is_repository(Path(p))}
-    holding = {p for p in entries if not under(p, prefixes) and any(inside(q, p) for q in private)}
-    python = sorted(set(prefixes) | (entries - repos - holding))
-    needed = prefixes + SYSTEM_READS + (str(PACKAGE),)
-    denied = sorted(repos | {q for q in holding | set(private) if not under(q, prefixes)
-                             and not any(inside(r, q) for r in needed)})
-    files = [str(f) for f in sorted(PACKAGE.rglob("*"))
-             if f.is_file() and "grading" not in f.relative_to(PACKAGE).parts
-             and str(f.resolve()) not in hidden]
-    return {
-        "allow_read": [str(PACKAGE)] + python,
-        "deny_read": denied,
-        "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
-                     + [o for o in map(os.path.realpath, others)
-                        if not any(inside(r, o) for r in needed)] + list(SYSTEM_SECRETS),
-        "landlock": {"read_dirs": python + list(SYSTEM_READS),
-                     "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
-        "expose": python + [str(PACKAGE)],
-    }
-
-
-def _private_places(exercises_dir, others) -> list:
-    """The grader's working directory, the exercises and the submissions: places whose
-    listing is nobody's business. A ``sys.path`` entry holding one of them (``python -m``
-    puts the working directory there) is not read as part of the Python installation."""
-    places = [os.path.realpath(exercises_dir)] + [os.path.realpath(o) for o in others]
-    places += [os.path.dirname(p) for p in places[1:]]
-    try:
-        places.append(os.path.realpath(os.getcwd()))
-    except OSError:                     # a working directory that was deleted: nothing to hide
-        pass
-    return sorted(set(places))
-
-
-def _job(n, spec, cells, params, exercises_dir, others) -> dict:
-    return {"exercise": n, "answer": spec.answer, "params": params,
+def _job(n, spec, cells, exercises_dir, others) -> dict:
+    return {"exercise": n, "answer": spec.answer,
             "cells": [{"id": c.id, "kind": c.kind, "source": c.source} for c in cells],
             **read_policy(spec, exercises_dir, others)}
-
-
-def _rlimits(limits: Limits) -> dict:
-    cpu = int(limits.timeout) + 2
-    nproc = None if os.geteuid() == 0 else _user_tasks() + 64
-    return {"RLIMIT_AS": limits.memory_mb * MB, "RLIMIT_CPU": cpu,
-            "RLIMIT_FSIZE": limits.file_mb * MB, "RLIMIT_NOFILE": limits.open_files,
-            "RLIMIT_CORE": 0, "RLIMIT_NPROC": nproc}
-
-
-def _user_tasks() -> int:
-    uid, count = os.getuid(), 0
-    if not Path("/proc").is_dir():
-        return 4096
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and entry.stat().st_uid == uid:
-                count += len(os.listdir(entry / "task"))
-        except OSError:
-            continue
-    return count
-
-
-def run_child(job: dict, limits: Limits):
-    """Run the job in a fresh sandboxed child; ``(report, None)`` or ``(None, why it failed)``."""
-    base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
-    work, io = base / "work", base / "io"
-    (work / "tmp").mkdir(parents=True)
-    io.mkdir()
-    nonce = secrets.token_hex(16)
-    try:
-        with open(io / "result", "wb") as result, open(io / "output", "wb") as output:
-            job = dict(job, workdir=str(work), nonce=nonce, result_fd=result.fileno(),
-                       scenario_timeout=min(limits.scenario_timeout, limits.timeout),
-                       limits=_rlimits(limits))
-            job["hard_deny"] = job["hard_deny"] + [str(base / "io")]
-            job["privileges"] = privileges.plan(job["expose"])
-            privileges.prepare_workdir(base, work, job["privileges"])
-            (io / "job").write_text(json.dumps(job))
-            with open(io / "job", "rb") as stdin:
-                try:
-                    status = _spawn(stdin, output, result.fileno(), work, limits.timeout)
-                finally:
-                    privileges.sweep(job["privileges"])
-        return _read_report(io, nonce, status, limits)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _environment(work: Path) -> dict:
-    return {"PATH": "/usr/bin:/bin", "HOME": str(work), "TMPDIR": str(work / "tmp"),
-            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
-
-
-def _popen(stdin, output, fds: tuple, work: Path):
-    """Start the sandboxed child in a new session (it locks itself down: :mod:`.sandbox`)."""
-    return subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(ROOT)],
-                            stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
-                            pass_fds=fds, cwd=work, env=_environment(work),
-                            start_new_session=True, close_fds=True)
-
-
-def _spawn(stdin, output, result_fd: int, work: Path, timeout: float):
-    """Start the child, wait (without reaping) up to ``timeout``, kill its session, reap."""
-    start = time.monotonic()
-    proc = _popen(stdin, output, (result_fd,), work)
-    status = None
-    while status is None:
-        if _exited(proc):
-            status = "exited"
-        elif time.monotonic() - start > timeout:
-            status = "timeout"
-        else:
-            time.sleep(0.02)
-    kill_session(proc.pid)
-    proc.wait()
-    return status, proc.returncode
-
-
-def _exited(proc) -> bool:
-    """Has the child exited? (Linux: without reaping it, so its pid cannot be reused yet.)"""
-    if hasattr(os, "waitid"):
-        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    return proc.poll() is not None
-
-
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session ``sid`` (the child's; it is not reaped yet)."""
-    for _ in range(3):
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for pid in _session_members(sid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-
-def _session_members(sid: int) -> list:
-    members = []
-    if not Path("/proc").is_dir():
-        return members
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == sid:
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 3 and fields[3] == str(sid) and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
-
-
-def _read_report(io: Path, nonce: str, status, limits: Limits):
-    (how, code) = status
-    if how == "timeout":
-        return None, f"timed out after {limits.timeout:g} s (an endless loop?); the notebook scores 0"
-    raw = (io / "result").read_bytes()[: 4 * MB]
-    try:
-        report = json.loads(raw) if raw else None
-    except ValueError:
-        return None, "the grading process answered garbage (not one JSON report); the notebook scores 0"
-    if code and code < 0:
-        name = signal.Signals(-code).name
-        why = {"SIGXCPU": f"used more than {int(limits.timeout) + 2} s of CPU",
-               "SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed",
-               "SIGABRT": f"aborted (out of memory? the limit is {limits.memory_mb} MB)"}
-        return None, f"the grading process {why.get(name, 'died of ' + name)}; the notebook scores 0"
-    if report is None:
-        tail = (io / "output").read_bytes()[-300:].decode(errors="replace").strip().splitlines()
-        hint = f" (last output: {tail[-1][:120]!r})" if tail else ""
-        return None, (f"the grading process exited with status {code} before reporting "
-                      f"(os._exit or a crash in your code?){hint}; the notebook scores 0")
-    if not isinstance(report, dict) or report.get("nonce") != nonce:
-        return None, "the grading process answered garbage; the notebook scores 0"
-    if report.get("internal"):
-        return None, f"internal grading error: {report['internal']}"
-    if not report.get("guarded"):
-        return None, "the sandbox was not in place; the notebook scores 0"
-    return report, None
-
-
-# -- interactive exercises: the child is a client of the trusted world ------------------
-
-NOT_RUN = "not run: "
-SETUP_SECONDS = 20.0      # the child's start: imports, context cells, answer cells
 
 
 def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) -> list:
@@ -458,91 +190,6 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
                 results[check.name] = run_trusted(check, child.hub, params[check.name])
     return [results[c.name] for c in spec.checks]
 
-
-class InteractiveChild:
-    """A sandboxed child connected by two pipes to a :class:`~.trusted.Hub` in this process."""
-
-    def __init__(self, job: dict, spec, limits: Limits):
-        self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
-        self.work, self.io = self.base / "work", self.base / "io"
-        (self.work / "tmp").mkdir(parents=True)
-        self.io.mkdir()
-        self.job, self.spec, self.limits = job, spec, limits
-        self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
-
-    def __enter__(self):
-        down_r, down_w = os.pipe()          # world -> client
-        up_r, up_w = os.pipe()              # client -> world
-        result = os.open(self.io / "result", os.O_WRONLY | os.O_CREAT, 0o600)
-        self.fds = [down_r, down_w, up_r, up_w, result]
-        notebook = SETUP_SECONDS + self.spec.time_limit
-        job = dict(self.job, workdir=str(self.work), nonce=secrets.token_hex(16), result_fd=result,
-                   channel=[down_r, up_w], scenario_timeout=self.limits.scenario_timeout,
-                   limits=_rlimits(Limits(timeout=notebook, memory_mb=self.limits.memory_mb,
-                                          file_mb=self.limits.file_mb,
-                                          open_files=self.limits.open_files)))
-        job["hard_deny"] = job["hard_deny"] + [str(self.io)]
-        job["privileges"] = self.privileges = privileges.plan(job["expose"])
-        privileges.prepare_workdir(self.base, self.work, job["privileges"])
-        (self.io / "job").write_text(json.dumps(job))
-        with open(self.io / "job", "rb") as stdin, open(self.io / "output", "wb") as output:
-            self.proc = _popen(stdin, output, (down_r, up_w, result), self.work)
-        for fd in (down_r, up_w, result):
-            os.close(fd)
-            self.fds.remove(fd)
-        writer = PipeWriter(down_w)
-        self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r).receive,
-                       student_write=lambda data: _write_quietly(writer, data))
-        return self
-
-    def wait_ready(self):
-        """None once the child's answer cells ran; else the reason every check fails."""
-        try:
-            host, msg = self.hub.receive(SETUP_SECONDS)
-        except queue.Empty:
-            return f"{NOT_RUN}your notebook's cells did not finish within {SETUP_SECONDS:g} s"
-        if isinstance(msg, dict) and msg.get("op") == "ready":
-            self.sandbox = str(msg.get("landlock", ""))[:1000]
-            return None
-        if isinstance(msg, dict) and msg.get("op") == "answer_error":
-            return f"{NOT_RUN}your answer cell raised {str(msg.get('text'))[:250]}"
-        return f"{NOT_RUN}{self.exit_reason()}"
-
-    def exit_reason(self) -> str:
-        """Why the child stopped before it was ready (its exit status, as the batch path says)."""
-        try:
-            code = self.proc.wait(timeout=5) if self.proc is not None else None
-        except subprocess.TimeoutExpired:
-            code = None
-        if code is not None and code < 0:
-            name = signal.Signals(-code).name
-            why = {"SIGSEGV": "crashed (segmentation fault)", "SIGKILL": "was killed",
-                   "SIGABRT": f"aborted (out of memory? the limit is {self.limits.memory_mb} MB)"}
-            return f"the grading process {why.get(name, 'died of ' + name)} before it was ready"
-        if code is not None:
-            return (f"the grading process exited with status {code} before it was ready "
-                    f"(os._exit or a crash in your code?)")
-        return "the grading process of your code stopped before it was ready"
-
-    def __exit__(self, *exc):
-        if self.proc is not None:
-            kill_session(self.proc.pid)
-            self.proc.wait()
-            privileges.sweep(self.privileges)
-        for fd in self.fds:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        shutil.rmtree(self.base, ignore_errors=True)
-        return False
-
-
-def _write_quietly(writer: PipeWriter, data: bytes) -> None:
-    try:
-        writer.write(data)
-    except OSError:
-        pass                        # the child is gone: its channel's reader reports it
 
 
 # -- many notebooks ----------------------------------------------------------------
@@ -601,58 +248,3 @@ def _worker_started(path: list) -> None:
 
 def _terminated(signum, frame):
     raise SystemExit(128 + signum)
-
-
-def _cell(text) -> str:
-    """A CSV cell a spreadsheet will not run as a formula, control characters escaped."""
-    text = escape_text(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
-
-
-def check_columns(grades) -> list:
-    """``(exercise, check name)`` in first-seen order: one CSV column each."""
-    columns = []
-    for g in grades:
-        for r in g.checks:
-            if (g.exercise, r.name) not in columns:
-                columns.append((g.exercise, r.name))
-    return columns
-
-
-def write_csv(grades, file) -> None:
-    """student, notebook, exercise, one 0/1 column per check, passed, total, score, problems."""
-    columns = check_columns(grades)
-    several = len({n for n, _ in columns}) > 1
-    with open(file, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "notebook", "exercise"]
-                   + [f"ex{n}: {name}" if several else name for n, name in columns]
-                   + ["checks_passed", "checks_total", "score", "problems", "submission",
-                      "counted", "flags"])
-        for g in grades:
-            outcome = {(g.exercise, r.name): int(r.passed) for r in g.checks}
-            w.writerow([_cell(g.student), _cell(g.path), g.exercise]
-                       + [outcome.get(c, "") for c in columns]
-                       + [g.n_passed, g.total, f"{g.score:.3f}", _cell("; ".join(g.problems)),
-                          _cell(g.submission), "yes" if g.counted else "no",
-                          _cell("; ".join(g.flags))])
-
-
-def gradescope(grades) -> dict:
-    """Gradescope's autograder ``results.json``: one test per check, 1 point each."""
-    tests = []
-    for g in grades:
-        prefix = escape_text(f"{Path(g.path).name}: ") if len(grades) > 1 else ""
-        for r in g.checks:
-            tests.append({"name": f"{prefix}{r.name}", "score": float(r.passed), "max_score": 1.0,
-                          "status": "passed" if r.passed else "failed",
-                          "output": "" if r.passed else escape_text(r.reason, newlines=True),
-                          "visibility": "visible"})
-        if not g.checks:
-            tests.append({"name": f"{prefix}notebook", "score": 0.0,
-                          "max_score": 1.0 if g.counted else 0.0, "status": "failed",
-                          "output": escape_text("; ".join(g.problems + g.flags) or "not graded",
-                                                newlines=True), "visibility": "visible"})
-    output = "\n\n".join(g.summary() for g in grades)
-    return {"score": float(sum(t["score"] for t in tests)), "output": output,
-            "visibility": "visible", "stdout_visibility": "hidden", "tests": tests}

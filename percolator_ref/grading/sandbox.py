@@ -18,10 +18,12 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    kill, socket, ctypes, sub-interpreter or rlimit change;
 5. runs the pristine context cells, then replaces the hidden reference
    (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`;
-6. runs the student's answer cells, then each scenario (with a time limit),
-   and writes the observations as one JSON document to its result fd.
+6. runs the student's answer cells, then serves the trusted world's clients
+   over its channel (:func:`serve_channel`) until the grader closes it, and
+   writes a short JSON report (its layers, the answer cells' error) to its
+   result fd.
 
-The verdicts are never computed here: the parent judges the observations.
+The verdicts are never computed here: the grader's world judges its own record.
 """
 from __future__ import annotations
 
@@ -41,8 +43,7 @@ import weakref
 
 from .channel import FrameReader, PipeWriter
 from .clients import ClientHost
-from .framework import ANSWER_FILENAME, ReferenceHidden, ScenarioTimeout, describe_exception, \
-    run_scenario
+from .framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox import child_main; child_main()")
@@ -339,10 +340,6 @@ def set_limits(limits: dict) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # a too-large file is an error, not death
 
 
-def _alarm(signum, frame):
-    raise ScenarioTimeout(_alarm.seconds)
-
-
 # -- the child -------------------------------------------------------------------
 
 def _run_cell(cell: dict, namespace: dict):
@@ -355,7 +352,6 @@ def _run(job: dict, report: dict) -> None:
     from . import exercise as exercise_module
     from .framework import spec_of
     spec = spec_of(exercise_module(job["exercise"]), job["answer"])
-    checks = {c.name: c for c in spec.checks}
     for target in spec.hidden:           # imported while its source is still readable
         _locate(target)
     set_limits(job["limits"])
@@ -376,12 +372,11 @@ def _run(job: dict, report: dict) -> None:
     hidden_types, hidden_files = hide(spec.hidden)
     sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types))
     report["guarded"] = True
-    _run_student(job, spec, checks, namespace, report)
-    if job.get("channel"):
-        serve_channel(job["channel"], spec, namespace, report)
+    _run_student(job, spec, namespace, report)
+    serve_channel(job["channel"], spec, namespace, report)
 
 
-def _run_student(job, spec, checks, namespace, report) -> None:
+def _run_student(job, spec, namespace, report) -> None:
     for cell in [c for c in job["cells"] if c["kind"] == "answer"]:
         try:
             _run_cell(cell, namespace)
@@ -390,21 +385,6 @@ def _run_student(job, spec, checks, namespace, report) -> None:
             return
     if spec.answer not in namespace:
         report["answer_error"] = f"your answer cells do not define {spec.answer}"
-        return
-    answer = namespace[spec.answer]
-    signal.signal(signal.SIGALRM, _alarm)
-    _alarm.seconds = job["scenario_timeout"]
-    results = report["results"] = {}
-    for k, name in enumerate(job["params"]):
-        directory = os.path.join(job["workdir"], "scenarios", str(k))
-        os.makedirs(directory)
-        signal.setitimer(signal.ITIMER_REAL, job["scenario_timeout"])
-        try:
-            results[name] = run_scenario(checks[name], answer, job["params"][name], directory)
-        except BaseException as exc:      # noqa: BLE001 - a timeout outside the scenario's try
-            results[name] = {"error": describe_exception(exc)}
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def serve_channel(fds, spec, namespace, report) -> None:
