@@ -29,7 +29,8 @@ from typing import Optional
 from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
-    split_column, write_col
+    lock_col, split_column, write_col
+from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
@@ -125,6 +126,16 @@ class Client:
     done: bool = False
     crashed: bool = False
     heard: list = field(default_factory=list)       # every message the world sent it, in order
+    commits: list = field(default_factory=list)     # (table, row, column, Write) it committed
+    locked: list = field(default_factory=list)      # (table, row, column, Lock) it prewrote
+
+    def committed(self) -> bool:
+        """Did this client's transaction commit, by the world's log of its own steps: in one
+        row transaction it replaced a lock at its start_ts, which the row held, by a write
+        record pointing at that start_ts (the commit point). A write record found elsewhere in
+        the store, which any client can write, proves nothing."""
+        return bool(self.timestamps) and any(write.start_ts == self.timestamps[0]
+                                             for _, _, _, write in self.commits)
 
     @property
     def answer(self):
@@ -145,6 +156,23 @@ class Participant:
     crashable: bool = False
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a student client may write: ``tables`` and ``rows`` (None: any), given by the
+    exercise (``w.scope = Scope(...)``); a row transaction writing elsewhere is refused."""
+    tables: Optional[frozenset] = None
+    rows: Optional[frozenset] = None
+
+    def refuses(self, table: str, row: str) -> bool:
+        return (self.tables is not None and table not in self.tables) or \
+            (self.rows is not None and row not in self.rows)
+
+    def describe(self) -> str:
+        tables = "any table" if self.tables is None else "table(s) " + ", ".join(sorted(self.tables))
+        rows = "" if self.rows is None else ", rows " + ", ".join(sorted(self.rows))
+        return tables + rows
+
+
 class TrustedWorld(World):
     """A :class:`~.protocol_world.World` that serves remote clients and logs every step."""
 
@@ -158,6 +186,7 @@ class TrustedWorld(World):
         self.messages = 0
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
+        self.scope = Scope()               # what student clients may write (set by the exercise)
 
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
@@ -364,6 +393,13 @@ class TrustedWorld(World):
 
     def apply(self, c: Client, rt, end: dict) -> None:
         error = None
+        if end["commit"] and end["mutations"] and c.host == "student" and \
+                self.scope.refuses(rt.table, rt.row):
+            rt.__exit__(Violation, None, None)
+            raise Violation(f"{c.label} wrote the row {escape_text(rt.table[:80])}/"
+                            f"{escape_text(rt.row[:80])}, outside what this exercise gives your "
+                            f"code ({self.scope.describe()})")
+        commit_points = _commit_points(rt, end["mutations"]) if end["commit"] else []
         try:
             for column, ts, value in end["mutations"] if end["commit"] else ():
                 rt.write(column, ts, value) if value is not None else rt.erase(column, ts)
@@ -377,6 +413,9 @@ class TrustedWorld(World):
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
         if ok:
+            c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
+            c.locked += [(rt.table, rt.row, split_column(col)[0], value)
+                         for col, _, value in end["mutations"] if isinstance(value, Lock)]
             self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
                       else f"{rt.step} {rt.row}", rt.mutations)
         if c.cid in self.doomed:
@@ -458,6 +497,27 @@ class TrustedWorld(World):
         reader.scan(TABLE)
         reader.abandon()
         return reader
+
+
+def _commit_points(rt, mutations) -> list:
+    """``[(column, Write)]`` of the commit points in one row transaction's mutations: a
+    write record pointing at ``start_ts`` written with the erasure of a lock at ``start_ts``
+    on the same column, which the row held before (read from the store, not the client)."""
+    try:
+        erased = {(col, ts) for col, ts, value in mutations if value is None}
+        row = rt.loaded_row()
+        found = []
+        for col, _, value in mutations:
+            column, kind = split_column(col) if isinstance(col, str) else (None, None)
+            if kind != "write" or not isinstance(value, Write):
+                continue
+            lock = lock_col(column)
+            if (lock, value.start_ts) in erased and isinstance(
+                    dict(row.get(lock, {})).get(value.start_ts), Lock):
+                found.append((column, value))
+        return found
+    except (TypeError, ValueError):
+        return []                                  # a malformed mutation: apply refuses it
 
 
 def _row_value(rt) -> dict:
