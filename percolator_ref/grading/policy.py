@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from .reach import hidden_targets
 from .sandbox import DEVICES, inside, under
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -77,6 +78,7 @@ def read_policy(spec, exercises_dir, others) -> dict:
         "landlock": {"read_dirs": python + list(SYSTEM_READS),
                      "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
         "expose": python + [str(PACKAGE)],
+        "hidden": hidden_targets(spec, exercises_dir),
     }
 
 
