@@ -23,7 +23,8 @@ from percolator_ref.grading.results import gradescope, write_csv
 from percolator_ref.grading.gradescope import build_autograder
 from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
                                                 unpack_zip)
-from grading_helpers import REPO, load_catalogue, pristine_path, solution_answer, student_notebook
+from grading_helpers import (REPO, broken_zips, load_catalogue, pristine_path, solution_answer,
+                             student_notebook)
 
 LIMITS = Limits()
 N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
@@ -294,42 +295,11 @@ def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path, capsys):
 
 # -- hostile class folders (issue 30, holes 10, 11, 14) -------------------------------------------
 
-def _patched_zip(path: Path, nb: Path, local: dict, central: dict) -> Path:
-    """A one-notebook zip with header bytes overwritten: ``{offset: bytes}`` in the local
-    file header and in the central directory header."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
-        z.write(nb, own_name(5))
-    data = bytearray(path.read_bytes())
-    where = {0: local, data.index(b"PK\x01\x02"): central}
-    for start, patch in where.items():
-        for offset, raw in patch.items():
-            data[start + offset:start + offset + len(raw)] = raw
-    path.write_bytes(bytes(data))
-    return path
-
-
-def broken_zips(folder: Path, nb: Path) -> dict:
-    """``{name: what is wrong}``: each a zip that zipfile cannot unpack."""
-    with zipfile.ZipFile(folder / "badcrc.zip", "w", zipfile.ZIP_STORED) as z:
-        z.write(nb, own_name(5))
-    data = bytearray((folder / "badcrc.zip").read_bytes())
-    middle = data.index(b'"cells"')                       # inside the stored notebook
-    data[middle + 1] ^= 0x20
-    (folder / "badcrc.zip").write_bytes(bytes(data))
-    with zipfile.ZipFile(folder / "dirclash.zip", "w") as z:
-        z.write(nb, own_name(5))
-        z.write(nb, f"{own_name(5)}/again.ipynb")         # a member that is also a folder
-    _patched_zip(folder / "encrypted.zip", nb, {6: b"\x01\x00"}, {8: b"\x01\x00"})
-    _patched_zip(folder / "method99.zip", nb, {8: b"\x63\x00"}, {10: b"\x63\x00"})
-    return {"badcrc": "damaged member", "dirclash": "cannot be written",
-            "encrypted": "encrypted member", "method99": "unsupported compression method"}
-
-
 def test_a_broken_zip_is_its_own_row_and_the_class_is_graded(tmp_path):
     subs = tmp_path / "class"
     (subs / "honest").mkdir(parents=True)
     nb = student_notebook(subs / "honest" / own_name(5), 5, solution_answer(5))
-    expected = broken_zips(subs, nb)
+    expected = broken_zips(subs, nb, own_name(5))
     grades = grade_submissions(subs, REPO / "exercises", LIMITS, only=5)
     by = {g.submission: g for g in grades}
     assert sorted(by) == sorted([*expected, "honest"]) and len(grades) == len(by)

@@ -334,7 +334,6 @@ def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
     from .grader import Grade, student_name
     if sub.error:
         return [_named(Grade(sub.name, sub.name, problems=[sub.error]), sub, None)]
-    refused = [_named(Grade(shown, sub.name, problems=[why]), sub, None) for shown, why in sub.refused]
     rows = {}
     for i in counted:
         g = next(graded)
@@ -347,7 +346,14 @@ def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
         g = zero_grade(Grade, sub.shown[i], sub.name, only if stands_in else n, reason, stands_in)
         rows[i] = _named(g, sub, i, counted=stands_in)
         has_own = has_own or stands_in
-    out = [rows[i] for i in sorted(rows)] + refused
+    out = [rows[i] for i in sorted(rows)]
+    stands_in = not any(g.counted for g in out) and (only is None or not has_own)
+    for k, (shown, why) in enumerate(sub.refused):     # links, broken zips: not read
+        first = stands_in and k == 0                  # the submission's row when nothing else is
+        g = zero_grade(Grade, shown, sub.name, only, why, True) if first and only is not None \
+            else Grade(shown, sub.name, problems=[why])
+        out.append(_named(g, sub, None, counted=first))
+        has_own = has_own or first
     if not has_own:
         out.append(_named(zero_grade(Grade, sub.name, sub.name, only, f"no notebook for exercise "
                                      f"{only} in this submission: it scores 0", True), sub, None))
