@@ -332,8 +332,10 @@ def grade_submissions(path, exercises_dir, limits, jobs: int = 1, only=None, pro
 def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
     """The rows of one submission, in its notebooks' order, each named as the download names it."""
     from .grader import Grade, student_name
-    if sub.error:
-        return [_named(Grade(sub.name, sub.name, problems=[sub.error]), sub, None)]
+    if sub.error:                   # nothing read: with --exercise N, 0 of N's checks
+        g = zero_grade(Grade, sub.name, sub.name, only, sub.error, True) if only is not None \
+            else Grade(sub.name, sub.name, problems=[sub.error])
+        return [_named(g, sub, None)]
     rows = {}
     for i in counted:
         g = next(graded)
