@@ -34,7 +34,7 @@ from .feedback import escape_text, indent_lines
 from .framework import spec_of
 from .generate import exercise_number
 from .interactive import run_trusted
-from .launcher import MB, NOT_RUN, InteractiveChild, Limits
+from .launcher import MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
 from .policy import ROOT, read_policy
 from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
@@ -113,8 +113,11 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         return g
     params = spec.params(secrets.randbits(63))
     info: dict = {}
-    g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
-                                 spec, params, limits, info)
+    try:
+        g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
+                                     spec, params, limits, info)
+    except Exception as exc:     # noqa: BLE001 - the grader's fault: the row still names its student
+        return _all_fail(g, spec, [f"grader error: {type(exc).__name__}: {exc}"[:300]], "")
     g.sandbox = info.get("sandbox", "")
     g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
     return g
@@ -176,7 +179,8 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
     """
     results, todo = {}, list(spec.checks)
     while todo:
-        with InteractiveChild(job, spec, limits) as child:
+        seconds = SETUP_SECONDS + sum(c.limit for c in todo)
+        with InteractiveChild(job, spec, limits, seconds) as child:
             problem = child.wait_ready()
             if info is not None and child.sandbox:
                 info["sandbox"] = child.sandbox
@@ -214,17 +218,32 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
                       initargs=(list(sys.path),)) as pool:
         for k, g in pool.imap_unordered(_grade_task, tasks):
             grades[k] = _tick(progress, g)
+        pool.close()              # every worker ends on its own: none is killed mid-exit
+        pool.join()
     return [grades[k] for k in range(len(tasks))]
 
 
 def _grade_task(task) -> tuple:
-    """``(k, grade)`` of one notebook; a bulk run always finishes, so never raises."""
+    """``(k, grade)`` of one notebook; a bulk run always finishes, so never raises.
+
+    In a worker, SIGTERM (the pool ending early) unwinds the grade, so the notebook's
+    sandbox session is killed on the way out; outside a grade it ends the worker quietly.
+    """
     k, path, exercises_dir, limits, folder, others = task
+    if WORKER["started"]:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return k, grade(path, exercises_dir, limits, folder, others)
     except Exception as exc:     # noqa: BLE001 - a bulk run always finishes
         return k, Grade(str(path), path.stem,
                         problems=[f"grader error: {type(exc).__name__}: {exc}"])
+    finally:
+        if WORKER["started"]:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+WORKER = {"started": False}
+"""Is this process a grading worker (:func:`_worker_started`)?"""
 
 
 def _tick(progress, g: "Grade") -> "Grade":
@@ -237,11 +256,10 @@ def _worker_started(path: list) -> None:
     """In a grading worker: the main process's ``sys.path`` exactly (the sandbox's read
     policy derives from it; a spawned interpreter has the working directory in place of
     ``""``, and that would let a child read it). Ctrl-C is the main process's to handle;
-    SIGTERM (the pool ending early) unwinds, so the notebook's sandbox session is killed
-    on the way out."""
+    SIGTERM is handled while a notebook is graded (:func:`_grade_task`)."""
     sys.path[:] = path
+    WORKER["started"] = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _terminated)
 
 
 def _terminated(signum, frame):

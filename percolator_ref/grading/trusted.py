@@ -19,7 +19,9 @@ a delayed client: the clock moves on under the others' waits.
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
+import math
 import pickle
 import queue
 import time
@@ -33,9 +35,10 @@ from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_n
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
-from .channel import SCHEDULED, ProtocolError, addressed, check_client_message, encode, encode_row
+from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
 from .clients import ClientHost
-from .framework import require
+from .battery import BudgetExceeded
+from .framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
@@ -57,7 +60,8 @@ class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
     ``student_send(msg)`` carries a message to the student's clients (or, with
-    ``student_write``, its frame: :func:`~.channel.addressed`). Their
+    ``student_write(frame, deadline)``, its frame: :func:`~.channel.addressed`; a
+    write not taken by ``deadline`` raises TimeoutError). Their
     messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
     message, None once it closed, TimeoutError), or else arrive through
     :meth:`arrive` (an in-process host, from its threads). Reference clients
@@ -93,21 +97,35 @@ class Hub:
         except TimeoutError:
             raise queue.Empty from None
 
-    def send(self, host: str, msg: dict, cid: int):
-        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns the
-        message as bytes that are equal for equal messages (:meth:`TrustedWorld.tell`)."""
+    def send(self, host: str, msg: dict, cid: int, deadline: float = math.inf) -> bytes:
+        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns a
+        digest of the message, equal for equal messages (:meth:`TrustedWorld.tell`).
+
+        CheckTimeout if the student's side has not taken the message by ``deadline``
+        (a child that stops reading); ProtocolError if it is too large to frame. Nothing
+        is written to a student's side that is broken.
+        """
         if host == "trusted":
             key = pickle.dumps(msg, PICKLE_PROTOCOL)    # the values as they are, never loaded
             msg["cid"] = cid
             self.trusted.deliver(msg)
-            return key
+            return _digest(key)
         text, data = addressed(msg, cid)
-        if self.student_write is not None:
-            self.student_write(data)
-        else:
+        if self.student_write is not None and not self.broken:
+            try:
+                self.student_write(data, deadline)
+            except TimeoutError:
+                self.broken = "timeout"
+                raise CheckTimeout("the grading process of your code stopped reading") from None
+        elif self.student_write is None:
             msg["cid"] = cid
             self.student_send(msg)
-        return text
+        return _digest(text.encode())
+
+
+def _digest(data: bytes) -> bytes:
+    """What the world keeps of a message it sent: 16 bytes, not the message."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 @dataclass(eq=False)
@@ -124,7 +142,7 @@ class Client:
     pending: Optional[dict] = None
     done: bool = False
     crashed: bool = False
-    heard: list = field(default_factory=list)       # every message the world sent it, in order
+    heard: list = field(default_factory=list)       # a digest of every message the world sent it
 
     @property
     def answer(self):
@@ -213,7 +231,7 @@ class TrustedWorld(World):
                 c.pending = msg
                 return
             else:
-                self.serve(c, msg)
+                self.handle(c, msg)
 
     def next_message(self, c: Client) -> dict:
         """The next message of ``c``; messages of crashed or finished clients are dropped."""
@@ -229,9 +247,10 @@ class TrustedWorld(World):
                 raise Violation("the grading process of your code exited")
             try:
                 msg = raw if host == "trusted" else check_client_message(raw)
-            except ProtocolError as exc:
+            except Exception as exc:     # noqa: BLE001 - ProtocolError, or a value the codec refused
                 self.hub.broken = "protocol"
-                raise Violation(f"a malformed message reached the store ({exc})") from None
+                raise Violation(f"a malformed message reached the store "
+                                f"({_short(exc)})") from None
             sender = self.clients.get(msg["cid"])
             if sender is c and host == c.host:
                 self.count()
@@ -247,10 +266,27 @@ class TrustedWorld(World):
             raise Violation(f"more than {MAX_MESSAGES} requests (an endless retry loop?)")
 
     # -- serving one request ---------------------------------------------------------
+    def handle(self, c: Client, msg: dict) -> None:
+        """:meth:`serve` ``msg``; any error while serving it (a reply too large to frame,
+        a value nested too deeply to encode, ...) is ``c``'s violation of the protocol:
+        the check fails, and the student's side is not used again (a fresh one serves
+        the next check). A verdict (:class:`~.framework.Fail`), a time limit or a budget
+        raised meanwhile stays what it is."""
+        try:
+            self.serve(c, msg)
+        except JUDGED:
+            raise
+        except Exception as exc:         # noqa: BLE001 - the client's doing, never the grade's end
+            if c.host == "student":
+                self.hub.broken = "protocol"
+            raise Violation(f"a request ({msg.get('op')}) from {c.label} broke the channel's "
+                            f"rules: {_short(exc)}") from None
+
     def tell(self, c: Client, msg: dict) -> None:
         """Send ``msg`` to client ``c``, and remember it: a client is a function of what it
-        heard, so its history stands for its state in :meth:`fingerprint`."""
-        c.heard.append(self.hub.send(c.host, msg, c.cid))
+        heard, so its history (a digest per message) stands for its state in
+        :meth:`fingerprint`."""
+        c.heard.append(self.hub.send(c.host, msg, c.cid, self.deadline))
 
     def reply(self, c: Client, value, encoder=encode) -> None:
         """Answer ``c``'s request; a trusted client (in this process) gets ``value`` as it is."""
@@ -358,7 +394,7 @@ class TrustedWorld(World):
                     return msg
                 if msg["op"] == "answer" or self.depth > MAX_NESTING:
                     raise Violation(f"{c.label} left a row transaction open")
-                self.serve(c, msg)
+                self.handle(c, msg)
         finally:
             self.depth -= 1
 
@@ -407,7 +443,7 @@ class TrustedWorld(World):
                 self.crash_client(c)
             else:
                 msg, c.pending = c.pending, None
-                self.serve(c, msg)
+                self.handle(c, msg)
                 self.drive(c)
 
     def fingerprint(self):
@@ -436,9 +472,12 @@ class TrustedWorld(World):
 
     def close(self) -> None:
         """End every client that is still waiting for calls (its thread or greenlet)."""
-        for c in self.clients.values():
-            if not c.crashed:
-                self.tell(c, {"op": "bye"})
+        try:
+            for c in self.clients.values():
+                if not c.crashed:
+                    self.tell(c, {"op": "bye"})
+        except CheckTimeout:             # it stopped reading: the hub is broken, a fresh
+            pass                         # child serves the next check
         self.clients.clear()
 
     def crash_client(self, c: Client) -> None:
@@ -458,6 +497,14 @@ class TrustedWorld(World):
         reader.scan(TABLE)
         reader.abandon()
         return reader
+
+
+JUDGED = (Fail, Violation, CheckTimeout, BudgetExceeded)
+"""What a check's run may raise on purpose: a verdict, a broken rule, a time limit, a budget."""
+
+
+def _short(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _row_value(rt) -> dict:
