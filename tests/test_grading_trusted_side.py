@@ -164,3 +164,38 @@ def test_a_worker_ended_outside_a_grade_prints_no_traceback():
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err and "SystemExit" not in err, err
+
+
+def sandbox_children() -> list:
+    """Sandboxed children of this kit still running (their command line names BOOT)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if b"grading.sandbox import child_main" in cmdline and str(REPO).encode() in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_the_run_watchdog_ends_a_stalled_run_with_a_row_per_notebook(tmp_path):
+    """No notebook done within ``stall`` seconds (here far too few for any): the workers are
+    ended, their children killed, and each notebook still gets its row, named."""
+    paths = [student_notebook(tmp_path / f"{k}.ipynb", 5, solution_answer(5), student=f"s{k}")
+             for k in range(3)]
+    before = set(sandbox_children())
+    start = time.monotonic()
+    grades = grade_all(paths, jobs=2, stall=6.0)          # mid-grade: children are running
+    assert time.monotonic() - start < 60
+    assert [(g.student, g.exercise, g.total) for g in grades] == \
+        [(f"s{k}", 5, len(ex05_oracle.exercise)) for k in range(3)]
+    stalled = [g for g in grades if g.problems]
+    assert stalled and all(g.n_passed == 0 and g.problems[0].startswith(
+        "not graded: no notebook of the run finished for 6 s") for g in stalled), \
+        [g.summary() for g in grades]
+    assert all(g.passed for g in grades if g not in stalled)     # one done in time: graded
+    time.sleep(1)
+    assert set(sandbox_children()) <= before

@@ -34,7 +34,7 @@ from .feedback import escape_text, indent_lines
 from .framework import spec_of
 from .generate import exercise_number
 from .interactive import run_trusted
-from .launcher import MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
+from .launcher import GRACE_SECONDS, MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
 from .policy import ROOT, read_policy
 from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
@@ -197,13 +197,16 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
 # -- many notebooks ----------------------------------------------------------------
 
 def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: int = 1,
-              folder=None, progress=None) -> list:
+              folder=None, progress=None, stall=None) -> list:
     """Grade every notebook, ``jobs`` at a time; grades in the order of ``paths``.
 
     With ``jobs > 1`` each notebook is graded in one of ``jobs`` worker
     processes (the trusted worlds are Python that holds the GIL: worker
     threads would take turns on one core). ``progress``: its ``update(1)`` is
-    called as each notebook is done.
+    called as each notebook is done. The run's watchdog: when no notebook is
+    done for ``stall`` seconds (default :func:`longest_notebook` and a minute),
+    the workers are ended (each kills its child's session) and every notebook
+    not done gets a row saying so, with its student and exercise.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
@@ -213,14 +216,41 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
     grades: dict = {}
     if jobs == 1 or len(tasks) < 2:
         return [_tick(progress, g) for _, g in map(_grade_task, tasks)]
+    stall = longest_notebook() + 60.0 if stall is None else stall
     context = multiprocessing.get_context("spawn")   # fresh interpreters: nothing forked
     with context.Pool(min(jobs, len(tasks)), initializer=_worker_started,
                       initargs=(list(sys.path),)) as pool:
-        for k, g in pool.imap_unordered(_grade_task, tasks):
-            grades[k] = _tick(progress, g)
-        pool.close()              # every worker ends on its own: none is killed mid-exit
-        pool.join()
+        done = pool.imap_unordered(_grade_task, tasks)
+        try:
+            while len(grades) < len(tasks):
+                k, g = done.next(timeout=stall)
+                grades[k] = _tick(progress, g)
+        except multiprocessing.TimeoutError:
+            pool.terminate()      # SIGTERM: each worker unwinds its grade, killing its child
+            pool.join()
+        else:
+            pool.close()          # every worker ends on its own: none is killed mid-exit
+            pool.join()
+    for k in set(range(len(tasks))) - set(grades):
+        grades[k] = _tick(progress, _stalled(tasks[k], stall))
     return [grades[k] for k in range(len(tasks))]
+
+
+def longest_notebook() -> float:
+    """The most seconds one notebook's grade may take: each check past its limit, then a
+    fresh child for the next one (:data:`SETUP_SECONDS`, :data:`.launcher.GRACE_SECONDS`)."""
+    from . import MODULES
+    specs = [exercise_module(n).exercise for n in MODULES]
+    return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit for s in specs)
+
+
+def _stalled(task, stall: float) -> Grade:
+    """The row of a notebook the run's watchdog ended: its student and exercise, and why."""
+    _, path, exercises_dir, _, folder, _ = task
+    with PREPARE:
+        g, spec, _ = prepare(path, exercises_dir, folder)
+    why = f"not graded: no notebook of the run finished for {stall:g} s, so the run ended it"
+    return _all_fail(g, spec, [why], "") if spec is not None else g
 
 
 def _grade_task(task) -> tuple:
