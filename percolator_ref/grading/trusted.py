@@ -42,6 +42,7 @@ from .framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
+MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
 STEPS = frozenset(s.value for s in Step)
@@ -174,6 +175,7 @@ class TrustedWorld(World):
         self.recording = True              # keep the cells after each step (off while exploring)
         self.doomed: set = set()
         self.messages = 0
+        self.written = 0                   # bytes the clients wrote into the store
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
 
@@ -399,9 +401,9 @@ class TrustedWorld(World):
             self.depth -= 1
 
     def apply(self, c: Client, rt, end: dict) -> None:
-        error = None
+        error = self.within_budget(rt, end) if end["commit"] else None
         try:
-            for column, ts, value in end["mutations"] if end["commit"] else ():
+            for column, ts, value in end["mutations"] if end["commit"] and not error else ():
                 rt.write(column, ts, value) if value is not None else rt.erase(column, ts)
         except (TypeError, ValueError) as exc:
             error = exc
@@ -418,6 +420,17 @@ class TrustedWorld(World):
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
+
+    def within_budget(self, rt, end: dict):
+        """None, or a ValueError once the clients have written more than
+        :data:`MAX_WRITTEN` bytes into this world's store (its cells are kept after every
+        step: an unbounded store would grow the grader's memory with the square of it)."""
+        self.written += len(rt.table) + len(rt.row) + sum(
+            len(column) + _size(value) for column, _, value in end["mutations"])
+        if self.written > MAX_WRITTEN:
+            return ValueError(f"more than {MAX_WRITTEN >> 10} KiB written into the store, "
+                              f"more than any answer needs")
+        return None
 
     def note(self, c: Client, what: str, mutations=()) -> None:
         """Log one step with the cells after it (the counterexample's frames)."""
@@ -466,7 +479,7 @@ class TrustedWorld(World):
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
                       for r, cols in by_row.items())
         begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
-        return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
+        return (_digest(repr(rows).encode()), self.cluster.clock.now(), self.oracle.peek(),
                 tuple(self.cluster.lockservice.tokens().items()), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
@@ -501,6 +514,13 @@ class TrustedWorld(World):
 
 JUDGED = (Fail, Violation, CheckTimeout, BudgetExceeded)
 """What a check's run may raise on purpose: a verdict, a broken rule, a time limit, a budget."""
+
+
+def _size(value) -> int:
+    """About how many bytes ``value`` takes in the store's dump."""
+    if value is None or isinstance(value, (bool, int, float, Lock, Write)):
+        return 16
+    return len(value) if isinstance(value, (str, bytes)) else len(repr(value))
 
 
 def _short(exc: Exception) -> str:
