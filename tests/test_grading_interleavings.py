@@ -23,7 +23,7 @@ from percolator_ref.grading.schedules import MERGED, Chooser, explore
 from percolator_ref.model import Cell, Lock, Write, WriteKind
 from grading_helpers import REPO, load_catalogue, solution_answer
 
-INTERACTIVE = [n for n in sorted(grading.MODULES) if grading.exercise(n).exercise.interactive]
+INTERACTIVE = sorted(grading.MODULES)          # every exercise's checks are trusted ones
 
 
 FAMILIES = ("every interleaving", "every crash point")     # exercise 10 also has "every lock ..."
