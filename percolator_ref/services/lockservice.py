@@ -68,6 +68,10 @@ class LockService:
         self._named: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def now(self) -> float:
+        """The time liveness is judged on (the cluster clock); a lock's ttl counts on it too."""
+        return self.clock.now()
+
     # -- liveness tokens -------------------------------------------------
     def register(self, client: str) -> None:
         """Create (or renew) ``client``'s token at the current time."""

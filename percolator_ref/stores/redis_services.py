@@ -207,6 +207,14 @@ class RedisLockService(LockService):
     def _call(self, script, keys, args):
         return self.store.call(script, keys=keys, args=args)
 
+    def now(self) -> float:
+        """The time liveness is judged on: the server's clock (``TIME``) with the wall clock,
+        shared by every client of the store; else the cluster clock's value."""
+        if not self._wall:
+            return self.clock.now()
+        seconds, micros = self.store.call(self.store.redis.time)
+        return seconds + micros / 1_000_000
+
     # -- liveness tokens -------------------------------------------------------
     def register(self, client: str) -> None:
         self._call(self._heartbeat, [self._tok + client], [self._now_arg(), self._expiry_ms, "1"])
