@@ -279,7 +279,7 @@ class PessimisticTransaction:
                 self.release_all()
                 return False
         ok = super().two_phase_commit()
-        self.release_all()
+        self.release_all()          # a no-op where the commit erased the lock (one phase)
         return ok
 
     def still_held(self, cell: Cell) -> bool:
