@@ -292,18 +292,6 @@ class Transaction:
         variant's hook: pessimistic locks, which a one-phase commit replaces)."""
         return {}
 
-    def primary_cell(self) -> Cell:
-        """The cell whose lock decides this transaction: the first cell written."""
-        if not self.writes:
-            raise ValueError(f"transaction {self.client} has written nothing: it has no "
-                             f"primary yet")
-        return next(iter(self.writes))
-
-    def lock_timestamps(self) -> tuple:
-        """The timestamps of this transaction's locks at its primary: ``start_ts`` (a
-        variant that locks earlier adds its own)."""
-        return (self.start_ts,)
-
     def prewrite_writes(self, m: Mutation, primary: Cell, is_primary: bool) -> list:
         """What a successful prewrite writes: the data (unless a delete) and the lock."""
         column = m.cell.column

@@ -86,12 +86,18 @@ class TTLTransaction:
         return self.cluster.clock.now() - self.last_heart_beat >= self.cluster.lock_ttl / 2
 
     def heart_beat(self, primary: Optional[Cell] = None) -> bool:
-        """``TxnHeartBeat``: our locks at the primary live ``lock_ttl`` from now; False if
-        they are gone (rolled back). ValueError before the transaction has a primary."""
-        primary = primary if primary is not None else self.primary_cell()
+        """``TxnHeartBeat``: our locks at the primary (the first cell locked, else the first
+        written) live ``lock_ttl`` from now; False if they are gone (rolled back).
+        ValueError before the transaction has a primary."""
+        own = self.own_locks()        # locks taken before the prewrite (pessimistic ones)
+        primary = primary if primary is not None else next(iter(own), None) or \
+            next(iter(self.writes), None)
+        if primary is None:
+            raise ValueError(f"heart_beat: transaction {self.client} has written nothing and "
+                             f"holds no lock: it has no primary yet")
         now = self.session.lockservice.now()
         with self.session.row_transaction(primary.table, primary.row, TXN_HEART_BEAT) as rt:
-            held = [(ts, lock) for ts in self.lock_timestamps()
+            held = [(ts, lock) for ts in {self.start_ts, own.get(primary, self.start_ts)}
                     if (lock := rows.held_lock(rt, primary.column, ts)) is not None]
             if not held:
                 rt.explain(f"heartbeat {primary}: primary lock gone (rolled back)")

@@ -252,18 +252,9 @@ class PessimisticTransaction:
         self.session.cleanup.backoff_and_maybe_cleanup_lock(cell, lock, attempt)
 
     def own_locks(self) -> dict:
-        """The cells we locked for update: ``{cell: txn_ts}``."""
+        """The cells we locked for update, ``{cell: txn_ts}``, the pessimistic primary first
+        (TiKV's primary is the first key locked; its lock is held until the commit point)."""
         return {**super().own_locks(), **{cell: self.txn_ts for cell in self.locked}}
-
-    def primary_cell(self) -> Cell:
-        """The pessimistic primary once a cell is locked (TiKV's primary is the first
-        key locked), else the first cell written."""
-        return next(iter(self.locked)) if self.locked else super().primary_cell()
-
-    def lock_timestamps(self) -> tuple:
-        """Our locks at the primary: the pessimistic one at ``txn_ts`` and, once
-        prewritten, the paper's at ``start_ts``."""
-        return ((self.txn_ts,) if self.locked else ()) + super().lock_timestamps()
 
     def two_phase_commit(self) -> bool:
         """Check that the cells we locked but do not write are still ours; the commit
