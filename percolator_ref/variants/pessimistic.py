@@ -63,15 +63,13 @@ import threading
 from dataclasses import replace
 from typing import Optional
 
-from .. import rows
 from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
-from ..model import (DEFAULT_TABLE, Cell, Lock, Write, WriteKind, check_cell, lock_col,
-                     write_col)
+from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, lock_col, write_col
 from ..step import Step
 from ..transaction import Mutation, SnapshotRead, committed_read
 from . import Variant
-from .locks import extended
+from .locks import commit_at_primary, extended
 
 ACQUIRE = "acquire-pessimistic-lock"
 RELEASE = "pessimistic-rollback"
@@ -312,18 +310,7 @@ class PessimisticTransaction:
         back, and may have released our other cells), erasing it."""
         if m.cell not in self.locked:
             return super().commit_primary(m)
-        column = m.cell.column
-        notify = self.session.is_observed(m.cell.table, column)
-        with self.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_PRIMARY) as rt:
-            held, _ = rt.check_and_write(
-                [rows.lock_is_held(column, self.start_ts), rows.lock_is_held(column, self.txn_ts)],
-                rows.commit_writes(column, Write(self.start_ts, m.kind), self.commit_ts, notify)
-                + [(lock_col(column), self.txn_ts, None)])
-            rt.explain(f"commit {m.cell} (commit point): our locks @ {self.txn_ts} and @ "
-                       f"{self.start_ts} are there: write record at commit ts "
-                       f"{self.commit_ts}, erase both" if held else
-                       f"commit {m.cell}: a lock of ours is gone -> rolled back by a cleaner, "
-                       f"abort")
+        held = commit_at_primary(self, m, self.txn_ts)
         if held:
             del self.locked[m.cell]
         return held
