@@ -409,11 +409,18 @@ def test_a_transaction_never_judges_its_own_pessimistic_lock_dead(make_cluster):
     assert fresh_view(cluster) == {("x", "v"): 2} and all_locks(cluster) == []
 
 
-def test_a_locked_but_unwritten_cell_whose_lock_was_lost_aborts_the_commit(make_cluster):
+@pytest.mark.parametrize("variants", [
+    lambda: [PessimisticLocks()],
+    lambda: [AsyncCommit(), PessimisticLocks()],
+    lambda: [PessimisticLocks(), AsyncCommit()],
+    lambda: [OnePC(), PessimisticLocks()],
+], ids=["pess", "async-pess", "pess-async", "1pc-pess"])
+def test_a_locked_but_unwritten_cell_whose_lock_was_lost_aborts_the_commit(make_cluster,
+                                                                          variants):
     """Issue 29 item 4: t locked x and y, writes y from x; its lock on x is rolled back (t
     judged dead) and u commits x. t must abort (TiKV: PessimisticLockNotFound); before the
-    fix it committed: write skew."""
-    cluster = make_cluster(lock_ttl=1.0, variants=[PessimisticLocks()])
+    fix it committed: write skew. Whatever variant commits, in either order."""
+    cluster = make_cluster(lock_ttl=1.0, variants=variants())
     committed(cluster, {("x", "v"): 1, ("y", "v"): 0})
     t = cluster.begin()
     x = t.get_for_update("x", "v")

@@ -65,7 +65,8 @@ from typing import Optional
 
 from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
-from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, lock_col, write_col
+from ..model import (DEFAULT_TABLE, Cell, Lock, TxStatus, WriteKind, check_cell, lock_col,
+                     write_col)
 from ..step import Step
 from ..transaction import Mutation, SnapshotRead, committed_read
 from . import Variant
@@ -255,21 +256,27 @@ class PessimisticTransaction:
         return {**super().own_locks(), **{cell: self.txn_ts for cell in self.locked}}
 
     def two_phase_commit(self) -> bool:
-        """Check that the cells we locked but do not write are still ours; the commit
-        (any variant's), the pessimistic primary first if it is written; then release
-        the pessimistic locks still held. A crash (any exception but a store failure's
-        answer) releases nothing: the client stopped, readers clean up."""
-        if self.locked:
-            primary = next(iter(self.locked))
-            if primary in self.writes:          # TiKV's primary: the first key locked
-                self.writes = {primary: self.writes[primary],
-                               **{c: m for c, m in self.writes.items() if c != primary}}
-            if not all(self.still_held(cell) for cell in self.locked if cell not in self.writes):
+        """The commit (any variant's), the pessimistic primary first if it is written (TiKV's
+        primary is the first key locked), so that its commit point checks that lock."""
+        primary = next(iter(self.locked), None)
+        if primary in self.writes:
+            self.writes = {primary: self.writes[primary],
+                           **{c: m for c, m in self.writes.items() if c != primary}}
+        return super().two_phase_commit()
+
+    def close(self, status) -> None:
+        """Close; then, unless the client crashed (it stopped: readers clean up), release
+        the pessimistic locks still held (best effort: else readers clean up)."""
+        super().close(status)
+        if self.status != TxStatus.CRASHED:
+            try:
                 self.release_all()
-                return False
-        ok = super().two_phase_commit()
-        self.release_all()          # a no-op where the commit erased the lock (one phase)
-        return ok
+            except StoreUnavailable:
+                pass
+
+    def unwritten_still_held(self) -> bool:
+        """Are the cells we locked but do not write still ours (one row transaction each)?"""
+        return all(self.still_held(cell) for cell in self.locked if cell not in self.writes)
 
     def still_held(self, cell: Cell) -> bool:
         """One row transaction: is our pessimistic lock on ``cell`` still there (TiKV's
@@ -284,7 +291,10 @@ class PessimisticTransaction:
         """On a cell we locked for update: in ONE row transaction, the paper's lock (and
         data) at ``start_ts``, if our pessimistic lock is still there (erased, except on
         the pessimistic primary, which keeps it until the commit point); elsewhere the
-        paper's prewrite."""
+        paper's prewrite. Before the primary's (the first), the cells locked but not
+        written must still be ours (TiKV: ``PessimisticLockNotFound``)."""
+        if m.cell == primary and not self.unwritten_still_held():
+            return False                        # before the first prewrite: nothing to undo
         if m.cell not in self.locked:
             return super().prewrite(m, primary)
         keep = m.cell == next(iter(self.locked))
@@ -327,15 +337,6 @@ class PessimisticTransaction:
                                           present=True)],
                                [(lock_col(cell.column), self.txn_ts, None)])
             rt.explain(f"release the pessimistic lock on {cell}")
-
-    def try_roll_back_own(self) -> None:
-        """After a store failure before the commit point: also release the pessimistic
-        locks, if the store answers."""
-        super().try_roll_back_own()
-        try:
-            self.release_all()
-        except StoreUnavailable:
-            pass                          # left to the readers' cleanup
 
     def abort_pessimistic(self) -> None:
         """Release every pessimistic lock and close the transaction as aborted."""
