@@ -558,6 +558,20 @@ def test_without_pushing_a_reader_waits_for_a_live_lock(make_cluster):
             reader.get("b", "v")
 
 
+def test_a_transaction_that_notifies_is_not_pushed(make_cluster):
+    """Its notifications are written at commit_ts before the commit point; a pushed commit
+    would leave them behind, so its locks carry no min_commit_ts and a reader waits."""
+    cluster = make_cluster(lock_ttl=10.0, variants=[LockTTL(push_min_commit_ts=True)])
+    committed(cluster, {("a", "v"): "old", ("b", "v"): "old"})
+    cluster.observe("default", "v")(lambda txn, row, column: None)
+    t = prewritten(cluster, {("a", "v"): "new", ("b", "v"): "new"})
+    assert lock_at(cluster, "b", "v", t.start_ts).min_commit_ts is None
+    reader = cluster.begin()
+    with attach(reader.session, Until(cluster, deadline=2.0)):
+        with pytest.raises(Blocked):
+            reader.get("b", "v")
+
+
 def test_lock_ttl_push_min_commit_ts_must_be_a_bool():
     with pytest.raises(TypeError, match="push_min_commit_ts"):
         LockTTL(push_min_commit_ts=1)

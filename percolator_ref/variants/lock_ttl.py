@@ -92,11 +92,16 @@ class TTLTransaction:
     def prewrite_writes(self, m, primary, is_primary) -> list:
         """The paper's data and lock, the lock carrying ``wall`` and a ``ttl`` that keeps it
         alive ``lock_ttl`` from now (counted from the start, a transaction that read for
-        longer than the ttl would write its locks already expired)."""
+        longer than the ttl would write its locks already expired); with
+        ``push_min_commit_ts``, ``min_commit_ts`` too, unless the transaction sets a
+        notification (written before the commit point at commit_ts, it would be left
+        behind a commit_ts a reader pushed: an observer could acknowledge it too early)."""
         ttl = self.session.lockservice.now() - self.wall + self.cluster.lock_ttl
         if is_primary:
             self.last_heart_beat = self.cluster.clock.now()
-        large = any(getattr(v, "push_min_commit_ts", False) for v in self.cluster.variants)
+        large = any(getattr(v, "push_min_commit_ts", False) for v in self.cluster.variants) \
+            and not self.notifies and not any(self.session.is_observed(c.table, c.column)
+                                              for c in self.writes)
         return extend_lock(super().prewrite_writes(m, primary, is_primary), ttl=ttl,
                            wall=self.wall, **({"min_commit_ts": self.start_ts + 1} if large else {}))
 
