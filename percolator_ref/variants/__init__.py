@@ -19,9 +19,21 @@ A :class:`Variant` may supply any of:
   (``backoff_and_maybe_cleanup_lock``, ``cleanup_lock``, ``resolve_primary``,
   ``roll_forward``, ``roll_back``, ``rollback_writes``); a ``Cleanup`` runs as
   one client, ``self.session``;
+- ``attach(cluster)``: the state the variant keeps for one cluster (TiKV passes
+  such state explicitly too: its ``TransactionProperties``, its concurrency
+  manager), made once when the cluster is built, after its store is open. The
+  cluster keeps it (:func:`state_of`); state every client of the store must see
+  (async commit's ``max_ts``) lives on the store (for Redis, on the server). No
+  variant keeps per-cluster state in a module global;
 - ``timestamps(cluster, oracle)``: the timestamp source the cluster uses, given
   the one it would use (the store's oracle, or the previous variant's source).
-  It must offer ``get_timestamp()`` and ``peek()``.
+  It must offer ``get_timestamp()`` and ``peek()``;
+- its own steps, each declared once with its properties
+  (:func:`~percolator_ref.step.declare_step`): fault injection, the crash points,
+  the stores and the grader treat them as they treat the paper's.
+
+Not every combination is sound. :data:`REFUSED` lists the pairs the kit refuses
+and why; ``Cluster(variants=...)`` refuses them before it opens the store.
 
 The cluster builds its classes once: ``cluster.Transaction`` is
 ``type("Transaction", (*mixins, Transaction), {})`` with the variants' mixins in
@@ -35,7 +47,8 @@ call ``super()`` replaces the step. ``cluster.begin()`` returns a
 calling session's.
 
 Everything outside the protocol is untouched by a variant: a step is still one
-single-row transaction labelled with a :class:`~percolator_ref.step.Step`, so
+single-row transaction labelled with a :class:`~percolator_ref.step.Step` or a
+step the variant declared, so
 interceptors, the stepper, crash points (``commit(crash_after=...)``), the
 tracer and the snapshot-isolation checker see a variant's row transactions as
 they see the paper's. A variant that writes something the paper does not
@@ -66,12 +79,48 @@ class Variant:
     Transaction: type | None = None      # mixin over percolator_ref.transaction.Transaction
     Cleanup: type | None = None          # mixin over percolator_ref.cleanup.Cleanup
 
+    def attach(self, cluster):
+        """The state this variant keeps for ``cluster`` (default: none), made once the
+        cluster's store is open; read back with :func:`state_of`."""
+        return None
+
     def timestamps(self, cluster, oracle):
         """The timestamp source to use instead of ``oracle`` (default: ``oracle`` itself)."""
         return oracle
 
+    @property
+    def family(self) -> str:
+        """The name of the kit's variant this one is (a broken-on-purpose subclass of
+        :class:`AsyncCommit` is still ``"async-commit"``)."""
+        kit = [c for c in type(self).__mro__ if Variant in c.__bases__]
+        return kit[0].name if kit else self.name
+
     def __repr__(self):
         return f"{type(self).__name__}()"
+
+
+REFUSED = {
+    frozenset({"async-commit", "lock-ttl"}):
+        "LockTTL's status check would roll back an expired async-commit primary, which "
+        "only a check of every secondary may decide",
+    frozenset({"async-commit", "truetime"}):
+        "async commit computes commit_ts from the store's max_ts (max_ts + 1), not from "
+        "TrueTime, so its commit timestamps skip TrueTime's commit wait (external order is "
+        "lost), can fall below a transaction's own start_ts when it sets a notification "
+        "(the paper's path takes TrueTime's timestamp) and, with epsilon 0, equal another "
+        "transaction's start_ts",
+}
+"""Pairs of variants (by :attr:`Variant.family`) the kit refuses, with the reason."""
+
+
+def check_combination(variants: tuple) -> None:
+    """ValueError naming ``variants`` if two of them are a pair the kit refuses."""
+    families = [v.family for v in variants]
+    for pair, reason in REFUSED.items():
+        if pair <= set(families):
+            first, second = sorted((v for v in variants if v.family in pair), key=variants.index)
+            raise ValueError(f"variants: {type(first).__name__} does not compose with "
+                             f"{type(second).__name__} here: {reason}")
 
 
 def check_variants(variants) -> tuple:
@@ -85,6 +134,7 @@ def check_variants(variants) -> tuple:
     mixins = [m for v in variants for m in (v.Transaction, v.Cleanup) if m is not None]
     if len({id(v) for v in variants}) != len(variants) or len(set(mixins)) != len(mixins):
         raise ValueError(f"variants holds the same variant twice: {list(variants)!r}")
+    check_combination(variants)
     return variants
 
 
@@ -94,6 +144,26 @@ def compose(base: type, variants: tuple, part: str) -> type:
     if not mixins:
         return base
     return type(base.__name__, mixins + (base,), {})
+
+
+def attach_all(variants: tuple, cluster) -> dict:
+    """Each variant's state for ``cluster`` (:meth:`Variant.attach`), by family name."""
+    states = {}
+    for variant in variants:
+        state = variant.attach(cluster)
+        if state is not None:
+            states[variant.family] = state
+    return states
+
+
+def state_of(cluster, family: str):
+    """The state variant ``family`` keeps for ``cluster``; ValueError if it keeps none there
+    (the cluster runs no such variant)."""
+    states = getattr(cluster, "variant_states", {})
+    if family not in states:
+        raise ValueError(f"cluster runs no {family} variant (it keeps no {family} state): "
+                         f"{cluster!r}")
+    return states[family]
 
 
 def timestamp_source(variants: tuple, cluster, oracle):

@@ -38,11 +38,12 @@ from typing import NamedTuple, Optional
 
 from .. import rows
 from ..model import Cell, Lock, lock_col
+from ..step import declare_step
 from . import Variant
 from .locks import extend_lock, extended
 
-CHECK_TXN_STATUS = "check-txn-status"
-TXN_HEART_BEAT = "txn-heart-beat"
+CHECK_TXN_STATUS = declare_step("check-txn-status", decides=True)
+TXN_HEART_BEAT = declare_step("txn-heart-beat")
 
 
 class TxnStatus(NamedTuple):

@@ -42,13 +42,13 @@ from typing import Optional
 from ..bigtable import Condition
 from ..errors import PercolatorError
 from ..model import DEFAULT_TABLE, Cell, Lock, check_cell, lock_col, write_col
-from ..step import Step
+from ..step import Step, declare_step
 from ..transaction import SnapshotRead, committed_read
 from . import PerStore, Variant
 from .locks import TiKVLock
 
-ACQUIRE = "acquire-pessimistic-lock"
-RELEASE = "pessimistic-rollback"
+ACQUIRE = declare_step("acquire-pessimistic-lock")
+RELEASE = declare_step("pessimistic-rollback")
 
 
 class Deadlock(PercolatorError):
