@@ -34,6 +34,13 @@ A :class:`Variant` may supply any of:
 
 Not every combination is sound. :data:`REFUSED` lists the pairs the kit refuses
 and why; ``Cluster(variants=...)`` refuses them before it opens the store.
+Every other combination of the kit's variants (:func:`accepted_combinations`)
+is run by :mod:`percolator_ref.workloads.variant_audit` under crashes after
+every step, store faults at every step, late duplicated prewrites, readers
+that die mid-cleanup and a bank workload with tiny TTLs. The kit's own
+variants are composed in one order, :data:`KIT_ORDER` (the order those runs
+explore), whatever order they are listed in; another variant (a test's hook,
+a benchmark's counter) keeps its place in the list.
 
 The cluster builds its classes once: ``cluster.Transaction`` is
 ``type("Transaction", (*mixins, Transaction), {})`` with the variants' mixins in
@@ -67,6 +74,7 @@ oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; 
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from typing import Iterable
@@ -99,6 +107,11 @@ class Variant:
         return f"{type(self).__name__}()"
 
 
+KIT_ORDER = ("pessimistic-locks", "one-pc", "async-commit", "lock-ttl", "rollback-records",
+             "truetime")
+"""The kit's variants (by family), outermost first: how they are composed. One-phase commit
+comes before async commit (a one-row transaction commits in one row transaction)."""
+
 REFUSED = {
     frozenset({"async-commit", "lock-ttl"}):
         "LockTTL's status check would roll back an expired async-commit primary, which "
@@ -113,6 +126,24 @@ REFUSED = {
 """Pairs of variants (by :attr:`Variant.family`) the kit refuses, with the reason."""
 
 
+def accepted_combinations() -> list:
+    """Every combination of the kit's variants that ``Cluster`` accepts, as tuples of
+    family names in :data:`KIT_ORDER` (the empty one is the paper's protocol)."""
+    found = []
+    for size in range(len(KIT_ORDER) + 1):
+        for combination in itertools.combinations(KIT_ORDER, size):
+            if not any(pair <= set(combination) for pair in REFUSED):
+                found.append(combination)
+    return found
+
+
+def in_kit_order(variants: tuple) -> tuple:
+    """``variants`` with the kit's own refilled into their places in :data:`KIT_ORDER`."""
+    kit = sorted((v for v in variants if v.family in KIT_ORDER),
+                 key=lambda v: KIT_ORDER.index(v.family))
+    return tuple(kit.pop(0) if v.family in KIT_ORDER else v for v in variants)
+
+
 def check_combination(variants: tuple) -> None:
     """ValueError naming ``variants`` if two of them are a pair the kit refuses."""
     families = [v.family for v in variants]
@@ -124,7 +155,8 @@ def check_combination(variants: tuple) -> None:
 
 
 def check_variants(variants) -> tuple:
-    """``variants`` as a tuple; TypeError/ValueError naming the argument if unusable."""
+    """``variants`` as a tuple in the order they compose (:func:`in_kit_order`);
+    TypeError/ValueError naming the argument if unusable or a refused combination."""
     if isinstance(variants, (str, bytes, Variant)) or not isinstance(variants, Iterable):
         raise TypeError(f"variants must be a list of Variant objects, got {variants!r}")
     variants = tuple(variants)
@@ -135,7 +167,7 @@ def check_variants(variants) -> tuple:
     if len({id(v) for v in variants}) != len(variants) or len(set(mixins)) != len(mixins):
         raise ValueError(f"variants holds the same variant twice: {list(variants)!r}")
     check_combination(variants)
-    return variants
+    return in_kit_order(variants)
 
 
 def compose(base: type, variants: tuple, part: str) -> type:
