@@ -332,27 +332,36 @@ def audit_combination(make, combination, depth: int = 2, shapes=tuple(SHAPES)) -
     ``3 * depth`` row transactions."""
     total = Figures()
     for shape in shapes:
-        record = Recorder()
-        total.add(run_schedule(make, combination, shape, record=record))
-        commit_steps = run_commit_length(make, combination, shape)
-        for point in [*range(1, commit_steps + 1), *CRASH_POINTS]:
-            for decide_first in (False, True):
-                total.add(run_schedule(make, combination, shape, crash_after=point,
-                                       decide_first=decide_first))
-        for decide_first in (False, True):             # W's first request refused
-            total.add(run_schedule(make, combination, shape, blocked=True,
-                                   decide_first=decide_first))
-        counts: dict = {}
-        for step in record.steps:
-            counts[step] = counts.get(step, 0) + 1
-        for step, count in counts.items():
-            for n, applied in itertools.product(range(1, min(count, depth) + 1), (False, True)):
-                total.add(run_schedule(make, combination, shape, fault=FailNth(step, n, applied),
-                                       decide_first=True))
-        for point in (1, commit_steps):
-            for j in range(1, 3 * depth + 1):
-                total.add(run_schedule(make, combination, shape, crash_after=point, die_after=j))
+        try:
+            audit_shape(make, combination, shape, depth, total)
+        except Exception as error:                  # a liveness defect, or a crash of the kit
+            total.problems.append(f"{label(combination)} ({shape}): {type(error).__name__}: "
+                                  f"{error}")
     return total
+
+
+def audit_shape(make, combination, shape, depth, total) -> None:
+    """The schedules of :func:`audit_combination` for one shape of W, added to ``total``."""
+    record = Recorder()
+    total.add(run_schedule(make, combination, shape, record=record))
+    commit_steps = run_commit_length(make, combination, shape)
+    for point in [*range(1, commit_steps + 1), *CRASH_POINTS]:
+        for decide_first in (False, True):
+            total.add(run_schedule(make, combination, shape, crash_after=point,
+                                   decide_first=decide_first))
+    for decide_first in (False, True):             # W's first request refused
+        total.add(run_schedule(make, combination, shape, blocked=True,
+                               decide_first=decide_first))
+    counts: dict = {}
+    for step in record.steps:
+        counts[step] = counts.get(step, 0) + 1
+    for step, count in counts.items():
+        for n, applied in itertools.product(range(1, min(count, depth) + 1), (False, True)):
+            total.add(run_schedule(make, combination, shape, fault=FailNth(step, n, applied),
+                                   decide_first=True))
+    for point in (1, commit_steps):
+        for j in range(1, 3 * depth + 1):
+            total.add(run_schedule(make, combination, shape, crash_after=point, die_after=j))
 
 
 def run_commit_length(make, combination, shape) -> int:
