@@ -5,12 +5,12 @@ uses; see API.md for the contract. Input is validated here, where it enters.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional
 
 from .checking.checker import CheckReport, History, check_history
 from .cleanup import Cleanup
 from .services.clock import WallClock
+from .services.lockservice import ttl_seconds
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
 from .stores.backend import open_backend
@@ -27,8 +27,7 @@ def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> N
         raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
     if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)):
         raise TypeError(f"lock_ttl must be a number of seconds, got {lock_ttl!r}")
-    if not (math.isfinite(lock_ttl) and lock_ttl > 0):
-        raise ValueError(f"lock_ttl must be a finite number of seconds > 0, got {lock_ttl!r}")
+    ttl_seconds(lock_ttl)      # finite, > 0 and <= MAX_TTL: checked before a store is opened
     if not isinstance(record_history, bool):
         raise TypeError(f"record_history must be True or False, got {record_history!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -738,6 +738,12 @@ class RedisBigtable(RawCellOperations):
         from .redis_max_ts import RedisMaxTs
         return RedisMaxTs(self)
 
+    def make_wait_for_graph(self, now, expire: float):
+        """The pessimistic-locks variant's wait-for graph, on this server and prefix
+        (:class:`~percolator_ref.stores.redis_wait_for.RedisWaitForGraph`)."""
+        from .redis_wait_for import RedisWaitForGraph
+        return RedisWaitForGraph(self, now, expire)
+
     def make_lockservice(self, clock, ttl: float = 10.0):
         """A :class:`RedisLockService` on this server and prefix."""
         from .redis_services import RedisLockService

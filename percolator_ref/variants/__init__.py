@@ -75,8 +75,6 @@ oracle, with commit wait: a timestamp source and the ``commit_timestamp`` step; 
 from __future__ import annotations
 
 import itertools
-import threading
-import weakref
 from typing import Iterable
 
 
@@ -203,25 +201,3 @@ def timestamp_source(variants: tuple, cluster, oracle):
     for variant in variants:
         oracle = variant.timestamps(cluster, oracle)
     return oracle
-
-
-class PerStore:
-    """State a variant keeps beside one store (TiKV's ``max_ts``, a wait-for graph).
-
-    ``per_store(store)`` returns the store's state, made by ``factory()`` (or
-    ``factory(store)`` with ``takes_store=True``) on first use; it goes away with
-    the store.
-    """
-
-    def __init__(self, factory, takes_store: bool = False):
-        self.factory, self.takes_store = factory, takes_store
-        self.states: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-        self.mutex = threading.Lock()       # two threads' first calls make one state
-
-    def __call__(self, store):
-        with self.mutex:
-            state = self.states.get(store)
-            if state is None:
-                state = self.factory(store) if self.takes_store else self.factory()
-                self.states[store] = state
-            return state

@@ -19,9 +19,11 @@ primary lock is expired, it will rollback the primary lock":
 ``src/storage/txn/commands/check_txn_status.rs``); a lock that is still
 alive is waited for.
 
-Here: every lock is a :class:`~percolator_ref.variants.locks.TiKVLock` with
-``ttl = cluster.lock_ttl`` and ``wall`` = the clock when the transaction
-began; :meth:`TTLTransaction.heart_beat` (one row transaction at the
+Here: every lock (a pessimistic lock too) is a
+:class:`~percolator_ref.variants.locks.TiKVLock` with ``wall`` = the lock
+service's clock when the transaction began and a ``ttl`` that keeps it alive
+``cluster.lock_ttl`` from when it is written (a lock is never born expired);
+:meth:`TTLTransaction.heart_beat` (one row transaction at the
 primary, step ``"txn-heart-beat"``) raises the primary's ttl, and the
 commit calls it before a secondary's prewrite once half the TTL has passed
 since the last one. A reader's cleanup runs :meth:`TTLCleanup.check_txn_status`
@@ -53,17 +55,27 @@ class TxnStatus(NamedTuple):
 
 
 class TTLTransaction:
-    """Transaction mixin: locks carry a ttl; the primary's is raised by heartbeats."""
+    """Transaction mixin: locks carry a ttl; the primary's is raised by heartbeats.
+
+    Times are on the lock service's clock (``lockservice.now()``: on Redis with the
+    wall clock, the server's, which every client shares, as liveness tokens are
+    judged), so one client's clock running behind cannot stretch another's ttl.
+    """
 
     def __init__(self, cluster, client=None):
         super().__init__(cluster, client)
-        self.wall = cluster.clock.now()         # the start time the locks' ttl counts from
-        self.last_heart_beat = self.wall
+        self.wall = self.session.lockservice.now()  # the start time the locks' ttl counts from
+        self.last_heart_beat = cluster.clock.now()  # when a heartbeat is due (this client's clock)
 
     def prewrite_writes(self, m, primary, is_primary) -> list:
-        """The paper's data and lock, the lock carrying ``ttl`` and ``wall``."""
+        """The paper's data and lock, the lock carrying ``wall`` and a ``ttl`` that keeps it
+        alive ``lock_ttl`` from now (counted from the start, a transaction that read for
+        longer than the ttl would write its locks already expired)."""
+        ttl = self.session.lockservice.now() - self.wall + self.cluster.lock_ttl
+        if is_primary:
+            self.last_heart_beat = self.cluster.clock.now()
         return extend_lock(super().prewrite_writes(m, primary, is_primary),
-                           ttl=self.cluster.lock_ttl, wall=self.wall)
+                           ttl=ttl, wall=self.wall)
 
     def prewrite(self, m, primary) -> bool:
         """The paper's prewrite; before a secondary's, a heartbeat if half the TTL passed."""
@@ -75,19 +87,28 @@ class TTLTransaction:
         return self.cluster.clock.now() - self.last_heart_beat >= self.cluster.lock_ttl / 2
 
     def heart_beat(self, primary: Optional[Cell] = None) -> bool:
-        """``TxnHeartBeat``: the primary lock lives ``lock_ttl`` from now; False if it is gone."""
-        primary = primary if primary is not None else next(iter(self.writes))
-        now = self.cluster.clock.now()
+        """``TxnHeartBeat``: our locks at the primary (the first cell locked, else the first
+        written) live ``lock_ttl`` from now; False if they are gone (rolled back).
+        ValueError before the transaction has a primary."""
+        own = self.own_locks()        # locks taken before the prewrite (pessimistic ones)
+        primary = primary if primary is not None else next(iter(own), None) or \
+            next(iter(self.writes), None)
+        if primary is None:
+            raise ValueError(f"heart_beat: transaction {self.client} has written nothing and "
+                             f"holds no lock: it has no primary yet")
+        now = self.session.lockservice.now()
         with self.session.row_transaction(primary.table, primary.row, TXN_HEART_BEAT) as rt:
-            lock = rows.held_lock(rt, primary.column, self.start_ts)
-            if lock is None:
+            held = [(ts, lock) for ts in {self.start_ts, own.get(primary, self.start_ts)}
+                    if (lock := rows.held_lock(rt, primary.column, ts)) is not None]
+            if not held:
                 rt.explain(f"heartbeat {primary}: primary lock gone (rolled back)")
                 return False
-            ttl = max(lock.ttl or 0, now - self.wall + self.cluster.lock_ttl)
-            rt.write(lock_col(primary.column), self.start_ts, extended(lock, ttl=ttl))
+            for ts, lock in held:
+                ttl = max(lock.ttl or 0, now - self.wall + self.cluster.lock_ttl)
+                rt.write(lock_col(primary.column), ts, extended(lock, ttl=ttl))
             rt.explain(f"heartbeat {primary}: primary lock's ttl -> {ttl:g} s "
                        f"(alive until {self.wall + ttl:g})")
-        self.last_heart_beat = now
+        self.last_heart_beat = self.cluster.clock.now()
         return True
 
 
@@ -129,7 +150,7 @@ class TTLCleanup:
             lock = rows.held_lock(rt, primary.column, start_ts)
             if lock is not None and not self.expired(lock):
                 rt.explain(f"check status of {holder} at {primary}: locked, ttl not expired "
-                           f"(now {self.session.clock.now():g}) -> alive, wait")
+                           f"(now {self.session.lockservice.now():g}) -> alive, wait")
                 return TxnStatus(True)
             rows.apply(rt, self.rollback_writes(primary.column, start_ts))
             rt.explain(f"check status of {holder} at {primary}: " + (
@@ -141,7 +162,7 @@ class TTLCleanup:
         """Has the lock outlived its ttl on the cluster clock? (No ttl: ask the lock service.)"""
         if getattr(lock, "ttl", None) is None:
             return not self.session.is_alive(lock.client)
-        return lock.wall + lock.ttl < self.session.clock.now()
+        return lock.wall + lock.ttl < self.session.lockservice.now()
 
 
 class LockTTL(Variant):

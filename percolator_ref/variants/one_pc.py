@@ -48,24 +48,29 @@ class OnePCTransaction:
     """Transaction mixin: one row transaction for a one-row transaction."""
 
     def two_phase_commit(self) -> bool:
-        """One-phase commit if every write is in one row (and no notification elsewhere)."""
+        """One-phase commit if every write, and every lock the transaction already holds
+        (a pessimistic lock), is in one row (and no notification elsewhere)."""
         mutations = list(self.writes.values())
-        if not mutations or self.notifies or len({m.cell[:2] for m in mutations}) > 1:
+        cells = [m.cell for m in mutations] + list(self.own_locks())
+        if not mutations or self.notifies or len({cell[:2] for cell in cells}) > 1:
             return super().two_phase_commit()
         return self.one_phase_commit(mutations)
 
     def one_phase_commit(self, mutations: list) -> bool:
-        """Check like a prewrite, then write data and write records: no lock, ever."""
+        """Check like a prewrite, then write data and write records: no lock, ever (the
+        transaction's own earlier locks in the row must still be there, and are erased)."""
         table, row = mutations[0].cell.table, mutations[0].cell.row
+        own = self.own_locks()
         self.phase = CommitPhase.COMMIT_POINT       # this row transaction IS the commit point
         with self.session.row_transaction(table, row, ONE_PC) as rt:
             rt.read(lock_col(mutations[0].cell.column))     # hold the row (Redis: its lease)
             commit_ts = self.commit_timestamp()     # taken while the row is held
             ok, found = rt.check_and_write(
-                [c for m in mutations for c in (Condition(write_col(m.cell.column),
-                                                          min_ts=self.start_ts),
-                                                 Condition(lock_col(m.cell.column)))],
-                [w for m in mutations for w in self.one_pc_writes(m, commit_ts)])
+                [Condition(write_col(m.cell.column), min_ts=self.start_ts) for m in mutations]
+                + [c for m in mutations if m.cell not in own for c in no_lock(m.cell.column)]
+                + [c for cell, ts in own.items() for c in only_lock(cell.column, ts)],
+                [w for m in mutations for w in self.one_pc_writes(m, commit_ts)]
+                + [(lock_col(cell.column), ts, None) for cell, ts in own.items()])
             rt.explain(self.explain_one_pc(mutations, ok, found, commit_ts))
         if ok:
             self.commit_ts = commit_ts
@@ -98,9 +103,22 @@ class OnePCTransaction:
         if ok:
             return (f"one-phase commit {cells}: no write after start {self.start_ts}, no lock: "
                     f"data @ {self.start_ts} and write records at commit ts {commit_ts}, no lock")
-        blocker = next(f for f in found if f is not None)
-        return (f"one-phase commit {cells}: {'lock' if len(found) % 2 == 0 else 'write record'}"
-                f" @ {blocker[0]} -> conflict, abort (nothing written)")
+        blocker = found[-1]                       # the check that failed (checks stop there)
+        if blocker is None:
+            return f"one-phase commit {cells}: a lock of ours is gone -> abort (nothing written)"
+        what = "a write record" if isinstance(blocker[1], Write) else "a lock"
+        return f"one-phase commit {cells}: {what} @ {blocker[0]} -> conflict, abort (nothing written)"
+
+
+def no_lock(column: str) -> list:
+    """The prewrite's check "no lock at any timestamp"."""
+    return [Condition(lock_col(column))]
+
+
+def only_lock(column: str, ts: int) -> list:
+    """The checks "our lock at ``ts`` is there, and no other"."""
+    return [Condition(lock_col(column), ts, ts, present=True),
+            Condition(lock_col(column), 0, ts - 1), Condition(lock_col(column), ts + 1)]
 
 
 class OnePCCleanup:

@@ -44,6 +44,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..errors import OracleExhausted
+from ..model import MAX_TIMESTAMP
 from ..services.clock import ManualClock
 from ..services.truetime import EPSILON_US, TrueTime, true_us
 from . import Variant, state_of
@@ -121,7 +123,9 @@ class TrueTimeTimestamps:
         increasing (and its own residue). No wait."""
         self.truetime.check_node(node)
         with self.lock:
-            ts = self.next_on(node, self.truetime.now(node).latest)
+            ts = self.next_on(node, max(1, self.truetime.now(node).latest))  # 0 is no timestamp
+            if ts > MAX_TIMESTAMP:
+                raise OracleExhausted(f"TrueTime on {node} is past MAX_TIMESTAMP: {ts}")
             self.last[node] = ts
             self.calls += 1
         return ts
