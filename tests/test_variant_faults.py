@@ -441,3 +441,18 @@ def test_check_txn_status_never_reports_a_commit_the_replica_lacks(master_and_re
     clock.advance(2.0)
     reader = after.begin()
     assert reader.get("b", "v") is None and reader.get("a", "v") is None
+
+
+def test_one_pc_writers_alone_get_past_a_dead_clients_lock(make_cluster):
+    """A row whose only writers commit in one phase: a dead client's lock there is cleaned
+    up by the refused writer (as the paper's prewrite does) and the next one commits;
+    before, they were refused for good until some reader came."""
+    cluster = make_cluster(lock_ttl=1.0, variants=[OnePC()])
+    setup(cluster, ("r",))
+    crashed_lock_on(cluster, "r")
+    cluster.clock.advance(2.0)
+    w = writer(cluster, ("r",))
+    assert w.commit() is False          # refused by the dead lock, which it cleans up
+    w = writer(cluster, ("r",), value=2)
+    assert w.commit() is True
+    assert settled(cluster)[("r", "v")] == 2

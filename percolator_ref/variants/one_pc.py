@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import rows
+from .. import cleanup, rows
 from ..bigtable import Condition
 from ..model import Cell, CommitPhase, Write, WriteKind, data_col, lock_col, write_col
 from ..step import Step, declare_step
@@ -81,13 +81,23 @@ class OnePCTransaction:
 
     def mark_refused(self, mutations: list) -> None:
         """After a refused one-phase commit: a rollback record on each cell (one row
-        transaction), so a late duplicate of the request is refused."""
+        transaction), so a late duplicate of the request is refused; then, as the paper's
+        prewrite does, clean up a dead client's lock that refused it (and still abort):
+        else a row whose only writers commit in one phase would stay locked for good."""
         first = mutations[0].cell
+        own = set(self.own_locks().values()) | {self.start_ts}
         with self.session.row_transaction(first.table, first.row, Step.ABORT_ROLLBACK) as rt:
+            blockers = []
             for m in mutations:
                 mark_rolled_back(rt, m.cell.column, self.start_ts)
+                lock = rt.read(lock_col(m.cell.column))
+                if lock is not None and lock[0] not in own:
+                    blockers.append((m.cell, lock[1]))
             rt.explain(f"abort: rollback records @ {self.start_ts} on "
                        f"{', '.join(str(m.cell) for m in mutations)}")
+        for cell, lock in blockers:
+            if not self.session.is_alive(lock.client):
+                cleanup.cleanup_lock(self.session, cell, lock)
 
     def one_pc_writes(self, m, commit_ts: int) -> list:
         """The data (unless a delete) at start_ts and the write record at commit_ts."""
