@@ -182,8 +182,9 @@ def visible_cells(cluster, txn) -> list:
 class Schedule:
     """One schedule on a fresh cluster (see the module doc)."""
 
-    def __init__(self, make: Callable, combination: tuple, shape: str):
-        self.cluster = make(kit_variants(combination))
+    def __init__(self, make: Callable, combination: tuple, shape: str,
+                 factory: Callable = kit_variants):
+        self.cluster = make(factory(combination))
         self.combination, self.shape = combination, shape
         self.pessimistic = "pessimistic-locks" in combination
         self.figures = Figures(schedules=1)
@@ -321,10 +322,11 @@ class Schedule:
 
 
 def run_schedule(make, combination, shape, crash_after=None, fault=None, die_after=None,
-                 decide_first=False, record=None, blocked=False) -> Figures:
+                 decide_first=False, record=None, blocked=False,
+                 factory: Callable = kit_variants) -> Figures:
     """One schedule: W's commit (crash or fault; refused where ``blocked``), late duplicates,
     readers, V, judgement."""
-    s = Schedule(make, combination, shape)
+    s = Schedule(make, combination, shape, factory)
     w = s.begin_writer(SHAPES[shape], 1)
     if blocked:
         s.blocker(SHAPES[shape][0])
@@ -348,47 +350,48 @@ def run_schedule(make, combination, shape, crash_after=None, fault=None, die_aft
     return s.settle_and_judge()
 
 
-def audit_combination(make, combination, depth: int = 2, shapes=tuple(SHAPES)) -> Figures:
+def audit_combination(make, combination, depth: int = 2, shapes=tuple(SHAPES),
+                      factory: Callable = kit_variants) -> Figures:
     """Every schedule of the module doc for one combination; ``depth``: store faults at the
     first ``depth`` occurrences of each step, readers dying after each of their first
-    ``3 * depth`` row transactions."""
+    ``3 * depth`` row transactions. ``factory(combination)`` makes the variants (the
+    kit's by default; a test passes a broken one to see the audit fail)."""
     total = Figures()
     for shape in shapes:
         try:
-            audit_shape(make, combination, shape, depth, total)
+            audit_shape(make, combination, shape, depth, total, factory)
         except Exception as error:                  # a liveness defect, or a crash of the kit
             total.problems.append(f"{label(combination)} ({shape}): {type(error).__name__}: "
                                   f"{error}")
     return total
 
 
-def audit_shape(make, combination, shape, depth, total) -> None:
+def audit_shape(make, combination, shape, depth, total, factory=kit_variants) -> None:
     """The schedules of :func:`audit_combination` for one shape of W, added to ``total``."""
+    def run(**plan):
+        total.add(run_schedule(make, combination, shape, factory=factory, **plan))
     record = Recorder()
-    total.add(run_schedule(make, combination, shape, record=record))
-    commit_steps = run_commit_length(make, combination, shape)
+    run(record=record)
+    commit_steps = run_commit_length(make, combination, shape, factory)
     for point in [*range(1, commit_steps + 1), *CRASH_POINTS]:
         for decide_first in (False, True):
-            total.add(run_schedule(make, combination, shape, crash_after=point,
-                                   decide_first=decide_first))
+            run(crash_after=point, decide_first=decide_first)
     for decide_first in (False, True):             # W's first request refused
-        total.add(run_schedule(make, combination, shape, blocked=True,
-                               decide_first=decide_first))
+        run(blocked=True, decide_first=decide_first)
     counts: dict = {}
     for step in record.steps:
         counts[step] = counts.get(step, 0) + 1
     for step, count in counts.items():
         for n, applied in itertools.product(range(1, min(count, depth) + 1), (False, True)):
-            total.add(run_schedule(make, combination, shape, fault=FailNth(step, n, applied),
-                                   decide_first=True))
+            run(fault=FailNth(step, n, applied), decide_first=True)
     for point in (1, commit_steps):
         for j in range(1, 3 * depth + 1):
-            total.add(run_schedule(make, combination, shape, crash_after=point, die_after=j))
+            run(crash_after=point, die_after=j)
 
 
-def run_commit_length(make, combination, shape) -> int:
+def run_commit_length(make, combination, shape, factory: Callable = kit_variants) -> int:
     """How many row transactions W's commit runs when nothing fails."""
-    s = Schedule(make, combination, shape)
+    s = Schedule(make, combination, shape, factory)
     w = s.begin_writer(SHAPES[shape], 1)
     record = Recorder()
     with attach(w.session, record):
@@ -461,12 +464,14 @@ def memory_maker(lock_ttl: float = TTL) -> Callable:
 
 
 def redis_maker(url: str, lock_ttl: float = TTL) -> Callable:
+    """Clusters on the Redis server at ``url`` (its query, a prefix included, is dropped),
+    each on a key prefix of its own."""
     counter = itertools.count()
-    sep = "&" if "?" in url else "?"
+    server = url.split("?")[0]
 
     def make(variants):
         return Cluster(clock=ManualClock(), lock_ttl=lock_ttl, variants=variants,
-                       backend=f"{url}{sep}prefix=va{time.monotonic_ns()}x{next(counter)}")
+                       backend=f"{server}?prefix=va{time.monotonic_ns()}x{next(counter)}")
     return make
 
 
