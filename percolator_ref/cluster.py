@@ -16,7 +16,7 @@ from .observers import ObserverRegistry, run_observers
 from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
-from .variants import check_variants, compose, timestamp_source
+from .variants import attach_all, check_variants, compose, timestamp_source
 
 
 def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> None:
@@ -51,7 +51,8 @@ class Cluster:
     (:mod:`percolator_ref.variants`) that change named steps of the paper's
     protocol, composed in the order given; ``cluster.Transaction`` and
     ``cluster.Cleanup`` are the classes they build, ``cluster.oracle`` the
-    timestamp source.
+    timestamp source, ``cluster.variant_states`` the state each keeps for this
+    cluster (by family name; :func:`~percolator_ref.variants.state_of`).
     """
 
     def __init__(self, first_timestamp: int = 1, clock=None, lock_ttl: float = 10.0,
@@ -66,6 +67,7 @@ class Cluster:
         self.bigtable, self.oracle, self.lockservice = open_backend(
             backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
             first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
+        self.variant_states = attach_all(self.variants, self)      # each variant's own state
         self.oracle = timestamp_source(self.variants, self, self.oracle)
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()

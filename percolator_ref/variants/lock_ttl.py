@@ -42,12 +42,13 @@ from typing import NamedTuple, Optional
 from .. import rows
 from ..errors import PercolatorError
 from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, lock_col, write_col
+from ..step import declare_step
 from ..transaction import SnapshotRead, committed_read
 from . import Variant
 from .locks import commit_at_primary, extend_lock, extended
 
-CHECK_TXN_STATUS = "check-txn-status"
-TXN_HEART_BEAT = "txn-heart-beat"
+CHECK_TXN_STATUS = declare_step("check-txn-status", decides=True)
+TXN_HEART_BEAT = declare_step("txn-heart-beat")
 
 
 COMMITTED, ROLLED_BACK, LOCK_NOT_EXIST, TTL_EXPIRED, UNCOMMITTED = (

@@ -67,14 +67,14 @@ from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
 from ..model import (DEFAULT_TABLE, Cell, Lock, TxStatus, WriteKind, check_cell, lock_col,
                      write_col)
-from ..step import Step
+from ..step import Step, declare_step
 from ..transaction import Mutation, SnapshotRead, committed_read
 from . import Variant
 from .locks import commit_at_primary, extended
 
-ACQUIRE = "acquire-pessimistic-lock"
-RELEASE = "pessimistic-rollback"
-CHECK_HELD = "check-pessimistic-lock"
+ACQUIRE = declare_step("acquire-pessimistic-lock")
+RELEASE = declare_step("pessimistic-rollback")
+CHECK_HELD = declare_step("check-pessimistic-lock")
 
 
 class Deadlock(PercolatorError):
