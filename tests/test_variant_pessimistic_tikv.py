@@ -575,3 +575,23 @@ def test_a_transaction_that_notifies_is_not_pushed(make_cluster):
 def test_lock_ttl_push_min_commit_ts_must_be_a_bool():
     with pytest.raises(TypeError, match="push_min_commit_ts"):
         LockTTL(push_min_commit_ts=1)
+
+
+def test_the_stepped_pushing_reader_reads_at_once_and_the_waiting_one_backs_off():
+    """Notebook 09's scene (workloads.tikv.pushing_reader_stepper): the writer stands before
+    its commit point; a reader that pushes reads the old balances at once, one status check
+    and no backoff; without pushing it backs off until the writer commits."""
+    from percolator_ref.variants.lock_ttl import CHECK_TXN_STATUS
+    from percolator_ref.viz.frames import stepper_frame
+    from percolator_ref.workloads import tikv
+    pushed = tikv.drive_pushing_reader(tikv.pushing_reader_stepper(
+        lambda: [LockTTL(push_min_commit_ts=True)]))
+    waited = tikv.drive_pushing_reader(tikv.pushing_reader_stepper(lambda: [LockTTL()]))
+    for s in (pushed, waited):
+        assert [r.result for r in s.runners] == [True, (10, 2)]
+        assert s.cluster.check_history().ok
+    frames = {name: stepper_frame(s.frames) for name, s in (("pushed", pushed),
+                                                            ("waited", waited))}
+    checks = {name: int((f.step == CHECK_TXN_STATUS).sum()) for name, f in frames.items()}
+    assert checks == {"pushed": 1, "waited": 6 // 2}
+    assert frames["pushed"].clock.max() == 0 < frames["waited"].clock.max()
