@@ -69,7 +69,7 @@ from ..model import (DEFAULT_TABLE, Cell, Lock, TxStatus, WriteKind, check_cell,
                      write_col)
 from ..step import Step, declare_step
 from ..transaction import Mutation, SnapshotRead, committed_read
-from . import Variant
+from . import Variant, state_of
 from .locks import commit_at_primary, extended
 
 ACQUIRE = declare_step("acquire-pessimistic-lock")
@@ -135,26 +135,21 @@ class WaitForGraph:
             return {w: h for w in list(self.edges) if (h := self.holder_of(w, now)) is not None}
 
 
-GRAPHS_MADE = threading.Lock()      # two threads' first calls make one graph (no state here)
+def new_wait_for_graph(cluster, detector: type = WaitForGraph):
+    """The wait-for graph every client of ``cluster``'s store sees: on a store that keeps
+    one on its server (``store.make_wait_for_graph``, the Redis store) that one, so two
+    processes' (or two ``Cluster`` objects') waits meet; else a ``detector`` beside the
+    store in this process. Edges expire after the lock TTL, on the lock service's clock."""
+    lockservice = cluster.lockservice
+    make = getattr(cluster.bigtable, "make_wait_for_graph", None)
+    if make is not None and detector is WaitForGraph:
+        return make(lockservice.now, lockservice.ttl)
+    return detector(lockservice.now, lockservice.ttl)
 
 
-def wait_for_graph(cluster, detector: type = WaitForGraph):
-    """The wait-for graph every client of ``cluster``'s store sees, kept with the store:
-    on a store that keeps one on its server (``store.make_wait_for_graph``, the Redis
-    store) that one, so two processes' (or two ``Cluster`` objects') waits meet; else a
-    ``detector`` beside the store in this process. Edges expire after the lock TTL."""
-    store, lockservice = cluster.bigtable, cluster.lockservice
-    name = f"wait_for_graph_{detector.__name__}"
-    with GRAPHS_MADE:
-        graph = getattr(store, name, None)
-        if graph is None:
-            make = getattr(store, "make_wait_for_graph", None)
-            if make is not None and detector is WaitForGraph:
-                graph = make(lockservice.now, lockservice.ttl)
-            else:
-                graph = detector(lockservice.now, lockservice.ttl)
-            setattr(store, name, graph)
-    return graph
+def wait_for_graph(cluster) -> WaitForGraph:
+    """The wait-for graph of a cluster built with :class:`PessimisticLocks`."""
+    return state_of(cluster, "pessimistic-locks")
 
 
 def is_pessimistic(lock) -> bool:
@@ -353,7 +348,7 @@ class PessimisticTransaction:
         return committed_read(rt, self.start_ts, cell.column)
 
     def graph(self) -> WaitForGraph:
-        """The store's wait-for graph."""
+        """The store's wait-for graph (the variant's state for this cluster)."""
         return wait_for_graph(self.cluster)
 
 
@@ -362,6 +357,10 @@ class PessimisticLocks(Variant):
 
     name = "pessimistic-locks"
     Transaction = PessimisticTransaction
+
+    def attach(self, cluster):
+        """The wait-for graph of the cluster's store (:func:`new_wait_for_graph`)."""
+        return new_wait_for_graph(cluster)
 
 
 class NoDetector(WaitForGraph):
@@ -373,16 +372,11 @@ class NoDetector(WaitForGraph):
             return True
 
 
-class PessimisticWithoutDetectorTransaction:
-    """For the deadlock demonstration only: waits are never checked for cycles."""
-
-    def graph(self) -> WaitForGraph:
-        return wait_for_graph(self.cluster, NoDetector)
-
-
 class PessimisticLocksWithoutDetector(PessimisticLocks):
     """BROKEN on purpose (notebook 09, the tests): pessimistic locks, no deadlock detection."""
 
     name = "pessimistic-locks-without-detector"
-    Transaction = type("PessimisticTransaction",
-                       (PessimisticWithoutDetectorTransaction, PessimisticTransaction), {})
+
+    def attach(self, cluster):
+        """A graph that never reports a cycle, in this process."""
+        return new_wait_for_graph(cluster, NoDetector)
