@@ -595,3 +595,18 @@ def test_the_stepped_pushing_reader_reads_at_once_and_the_waiting_one_backs_off(
     checks = {name: int((f.step == CHECK_TXN_STATUS).sum()) for name, f in frames.items()}
     assert checks == {"pushed": 1, "waited": 6 // 2}
     assert frames["pushed"].clock.max() == 0 < frames["waited"].clock.max()
+
+
+@pytest.mark.parametrize("combination", [
+    ("lock-ttl",), ("pessimistic-locks", "lock-ttl"), ("one-pc", "lock-ttl"),
+    ("pessimistic-locks", "one-pc", "lock-ttl", "rollback-records"),
+], ids="+".join)
+def test_readers_that_push_keep_every_guarantee_under_crashes_and_faults(combination):
+    """Issue 29's audit (crashes after every step, store faults, late duplicates, dying
+    readers) with LockTTL(push_min_commit_ts=True): no anomaly, nothing lost or partial."""
+    from percolator_ref.workloads.variant_audit import KIT, audit_combination, memory_maker
+    figures = audit_combination(memory_maker(), combination, depth=1, factory=lambda c: [
+        LockTTL(push_min_commit_ts=True) if f == "lock-ttl" else KIT[f]() for f in c])
+    assert figures.ok, figures.problems
+    assert (figures.anomalies, figures.lost, figures.partial, figures.g1a) == (0, 0, 0, 0)
+    assert figures.crashes and figures.faults and figures.schedules >= 30
