@@ -444,9 +444,13 @@ def test_an_exercise_number_must_be_run_or_a_puzzle():
     assert unbound(exercise_problems(nb, "x")) == {"3"}
 
 
+def _recorded(key, value):
+    """A code cell that records ``{key: value}`` as prose numbers."""
+    return ("code", f"v = {value!r}\n# prose numbers\nq = {{{key!r}: {value!r}}}\nassert q == {{{key!r}: v}}")
+
+
 def test_a_plural_over_a_recorded_one_fails():
-    code = ("code", "w = 1\n# prose numbers\nwaited = {'transfers that waited on a lock': 1}\n"
-                    "assert waited == {'transfers that waited on a lock': w}")
+    code = _recorded("transfers that waited on a lock", 1)
     old = _nb(code, ("markdown", "Some transfers also had to wait on a lock while reading:"))
     assert any("'Some transfers'" in p for p in claim_problems(old))
     fixed = _nb(code, ("markdown", "Reads met locks too: 1 transfer waited on a lock while reading."))
@@ -454,14 +458,12 @@ def test_a_plural_over_a_recorded_one_fails():
 
 
 def test_about_the_same_needs_a_measured_ratio_near_one():
-    code = ("code", "r = 0.826\n# prose numbers\nread_cost = {'store CPU read ratio': 0.826}\n"
-                    "assert read_cost == {'store CPU read ratio': r}")
+    code = _recorded("store CPU read ratio", 0.826)
     old = _nb(code, ("markdown", "A read reads three columns, about the same work, as the paper's 0.94 says."))
     assert any("with no number recorded" in p for p in claim_problems(old))
     quoted = _nb(code, ("markdown", "A read costs about the same as a raw one (ratio 0.826)."))
     assert any("beside a recorded ratio 0.826" in p for p in claim_problems(quoted))
-    near = _nb(("code", "# prose numbers\nq = {'ratio': 0.97}\nassert q == {'ratio': 0.97}"),
-               ("markdown", "Roughly the same, 0.97."))
+    near = _nb(_recorded("ratio", 0.97), ("markdown", "Roughly the same, 0.97."))
     assert claim_problems(near) == []
 
 
