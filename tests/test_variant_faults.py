@@ -311,7 +311,7 @@ def test_async_commit_with_spanner_timestamps_is_refused_naming_variants(backend
 # -- 9. every variant step can be fault-injected ---------------------------------------------
 
 def test_every_declared_variant_step_is_a_step_fault_injection_accepts():
-    from percolator_ref.step import declared_steps, decides, is_read_only
+    from percolator_ref.stores.steps import declared_steps, decides, is_read_only
     variant_steps = set(declared_steps()) - {s.value for s in Step}
     assert {"one-pc", "check-primary", "check-secondary-locks", "resolve-primary",
             "check-txn-status", "txn-heart-beat", "acquire-pessimistic-lock",

@@ -40,7 +40,7 @@ from typing import NamedTuple, Optional
 
 from .. import rows
 from ..model import Cell, Lock, lock_col
-from ..step import declare_step
+from ..stores.steps import declare_step
 from . import Variant
 from .locks import extend_lock, extended
 

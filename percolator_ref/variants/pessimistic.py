@@ -66,7 +66,8 @@ from typing import Optional
 from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
 from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, lock_col, write_col
-from ..step import Step, declare_step
+from ..step import Step
+from ..stores.steps import declare_step
 from ..transaction import Mutation, SnapshotRead, committed_read
 from . import Variant
 from .locks import commit_at_primary, extended
