@@ -16,7 +16,7 @@ from .observers import ObserverRegistry, run_observers
 from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
-from .variants import attach_all, check_variants, compose, timestamp_source
+from .variants import attach_variants, check_variants, compose
 
 
 def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> None:
@@ -67,8 +67,7 @@ class Cluster:
         self.bigtable, self.oracle, self.lockservice = open_backend(
             backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
             first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
-        self.variant_states = attach_all(self.variants, self)      # each variant's own state
-        self.oracle = timestamp_source(self.variants, self, self.oracle)
+        self.oracle = attach_variants(self, self.oracle)   # also sets self.variant_states
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
         self.seed = seed

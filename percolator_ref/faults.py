@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .errors import ClientCrash, StoreUnavailable
-from .step import CRASH_POINTS, PREWRITE_STEPS, Step, properties
+from .step import CRASH_POINTS, PREWRITE_STEPS, Step
+from .stores.steps import properties
 
 
 def check_crash_after(crash_after) -> None:
@@ -81,7 +82,7 @@ class StoreFailsAt:
     """The store fails at a row transaction of ``step``: raises :class:`StoreUnavailable`.
 
     ``step``: a :class:`~percolator_ref.step.Step` or a step a variant declares
-    (:func:`~percolator_ref.step.declare_step`: ``"one-pc"``, ``"check-txn-status"``, ...).
+    (:func:`~percolator_ref.stores.steps.declare_step`: ``"one-pc"``, ``"check-txn-status"``, ...).
 
     ``applied=False``: before the row transaction starts (the request never
     reached the store, nothing changes); ``applied=True``: after it applied

@@ -10,7 +10,7 @@ every row transaction of the client goes through :meth:`Session.row_transaction`
 from __future__ import annotations
 
 from .cleanup import backoff_delay
-from .step import is_read_only
+from .stores.steps import is_read_only
 
 
 class Session:
@@ -27,7 +27,7 @@ class Session:
 
     The token matters only to a client that holds locks, so the lock service
     is touched only by row transactions that may write (steps that are not
-    read-only: :func:`~percolator_ref.step.is_read_only`): the first one registers the
+    read-only: :func:`~percolator_ref.stores.steps.is_read_only`): the first one registers the
     token, later ones heartbeat it. A read-only transaction makes no
     liveness-token call at all (no register, heartbeat or release).
     """

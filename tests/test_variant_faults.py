@@ -20,7 +20,6 @@ And the durability of a variant's decision at the primary with Redis replicas
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 import redis
@@ -30,8 +29,6 @@ from percolator_ref import (Cell, Cluster, CommitOutcomeUnknown, ManualClock, St
 from percolator_ref.cleanup import resolve_primary
 from percolator_ref.errors import ClientCrash
 from percolator_ref.faults import StoreFailsAt
-from percolator_ref.harness.redis_cluster import node_client
-from percolator_ref.harness.redis_server import LocalRedisServer
 from percolator_ref.interceptors import attach
 from percolator_ref.session import Session
 from percolator_ref.variants import Variant
@@ -44,7 +41,7 @@ from percolator_ref.variants.truetime import SpannerTimestamps
 from percolator_ref.workloads.bank import check_invariants
 
 from helpers import all_locks, fresh_view
-from redis_fixtures import require_redis
+from redis_fixtures import master_and_replica, promote  # noqa: F401 (a fixture)
 
 
 def setup(cluster, cells=("a", "b", "c"), value=0):
@@ -314,7 +311,7 @@ def test_async_commit_with_spanner_timestamps_is_refused_naming_variants(backend
 # -- 9. every variant step can be fault-injected ---------------------------------------------
 
 def test_every_declared_variant_step_is_a_step_fault_injection_accepts():
-    from percolator_ref.step import declared_steps, decides, is_read_only
+    from percolator_ref.stores.steps import declared_steps, decides, is_read_only
     variant_steps = set(declared_steps()) - {s.value for s in Step}
     assert {"one-pc", "check-primary", "check-secondary-locks", "resolve-primary",
             "check-txn-status", "txn-heart-beat", "acquire-pessimistic-lock",
@@ -370,31 +367,6 @@ def test_a_store_fault_at_check_txn_status_leaves_the_outcome_to_the_next_reader
 
 # -- a variant's decision at the primary is durable with replicas (wait=N) ------------------
 
-@pytest.fixture
-def master_and_replica():
-    require_redis()
-    master = LocalRedisServer()
-    replica = LocalRedisServer(extra_args=("--replicaof", "127.0.0.1", str(master.port)))
-    try:
-        client = node_client(replica)
-        deadline = time.monotonic() + 10
-        while client.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica did not connect"
-            time.sleep(0.05)
-        client.close()
-        yield master, replica
-    finally:
-        replica.stop()
-        master.stop()
-
-
-def cut_off(replica):
-    """The replica stops following the master (as a partition, then a failover, would)."""
-    client = node_client(replica)
-    client.execute_command("REPLICAOF", "NO", "ONE")
-    client.close()
-
-
 def test_async_resolution_never_reports_a_commit_the_replica_lacks(master_and_replica):
     """W's last prewrite reaches the master only. A resolver decides (commit, on the
     master only); a second resolution then read that commit at the primary and reported
@@ -404,7 +376,7 @@ def test_async_resolution_never_reports_a_commit_the_replica_lacks(master_and_re
     c = Cluster(backend=f"{master.url}?prefix=ad&wait=1&wait_timeout=200", clock=clock,
                 lock_ttl=1.0, variants=[AsyncCommit()])
     w = writer(c, ("a", "b"))
-    attach(w.session, OnceAt(Step.PREWRITE_SECONDARY, lambda rt: cut_off(replica)))
+    attach(w.session, OnceAt(Step.PREWRITE_SECONDARY, lambda rt: promote(replica)))
     attach(c.bigtable, StoreFailsAt(Step.ABORT_ROLLBACK, times=5))    # W's locks stay
     try:
         w.commit()                      # CommitOutcomeUnknown (the last prewrite's WAIT failed)
@@ -429,7 +401,7 @@ def test_check_txn_status_never_reports_a_commit_the_replica_lacks(master_and_re
     c = Cluster(backend=f"{master.url}?prefix=td&wait=1&wait_timeout=200", clock=clock,
                 lock_ttl=1.0, variants=[LockTTL()])
     w = writer(c, ("a", "b"))
-    attach(w.session, OnceAt(Step.COMMIT_PRIMARY, lambda rt: cut_off(replica)))
+    attach(w.session, OnceAt(Step.COMMIT_PRIMARY, lambda rt: promote(replica)))
     with pytest.raises(CommitOutcomeUnknown):
         w.commit()                      # the write record is on the master only
     checker = Session(c, "R").cleanup

@@ -30,7 +30,8 @@ from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
     split_column, write_col
-from percolator_ref.step import Step, is_step
+from percolator_ref.step import Step
+from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
 from .channel import SCHEDULED, ProtocolError, addressed, check_client_message, encode, encode_row

@@ -36,7 +36,7 @@ optimistic check. The store therefore uses a **short per-row lease** for
 read-modify-write row transactions, and no lease where none is needed:
 
 1. ``fetch_row``: the row is fetched lazily, at the first read, by one
-   script. For the read-only steps (:func:`~percolator_ref.step.is_read_only`: the
+   script. For the read-only steps (:func:`~percolator_ref.stores.steps.is_read_only`: the
    paper's reads and the read-only steps a variant declares)
    it is a plain atomic snapshot of the row (no lease; on a store that keeps
    TiKV's ``max_ts`` for async commit, it waits until no other client holds the
@@ -98,7 +98,7 @@ Reads too: a master serves what it holds, including a write it has not yet
 replicated (the writer still waiting in ``WAIT``, or a paused master that
 wakes up after its replica took over and answers queued requests before it
 learns it was demoted). With ``wait=N`` the row fetch of a step whose reads
-are passed on (:func:`~percolator_ref.step.decides`: ``get``, ``scan``, a raw
+are passed on (:func:`~percolator_ref.stores.steps.decides`: ``get``, ``scan``, a raw
 read, the cleanup's decision at a primary, which lazy cleanup rolls forward on
 and ``Transaction.outcome()`` reports, and every step a variant declares with
 ``decides=True``, such as ``check-txn-status`` or async commit's checks of the
@@ -125,7 +125,8 @@ from ..bigtable import NOTIFY_SUFFIX, RowTransaction, report
 from ..errors import StoreUnavailable
 from ..model import check_name
 from .raw import RawCellOperations, check_ts
-from ..step import Step, decides, is_read_only
+from ..step import Step
+from .steps import decides, is_read_only
 from ..trace import Change, Tracer
 from .redis_codec import decode, encode
 
@@ -483,7 +484,7 @@ class RedisBigtable(RawCellOperations):
     def fetch_row(self, rt: RedisRowTransaction) -> dict:
         """One script: the row's versions (and the lease, unless the step is read-only).
 
-        With ``wait=N`` a step whose reads are passed on (:func:`~percolator_ref.step.decides`)
+        With ``wait=N`` a step whose reads are passed on (:func:`~percolator_ref.stores.steps.decides`)
         then waits until what
         it read is on N replicas (:meth:`make_durable`): what it passes on is never
         a write that a failover can lose (see "Durability across a failover")."""

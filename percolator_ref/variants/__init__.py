@@ -29,7 +29,7 @@ A :class:`Variant` may supply any of:
   the one it would use (the store's oracle, or the previous variant's source).
   It must offer ``get_timestamp()`` and ``peek()``;
 - its own steps, each declared once with its properties
-  (:func:`~percolator_ref.step.declare_step`): fault injection, the crash points,
+  (:func:`~percolator_ref.stores.steps.declare_step`): fault injection, the crash points,
   the stores and the grader treat them as they treat the paper's.
 
 Not every combination is sound. :data:`REFUSED` lists the pairs the kit refuses
@@ -184,6 +184,13 @@ def attach_all(variants: tuple, cluster) -> dict:
         if state is not None:
             states[variant.family] = state
     return states
+
+
+def attach_variants(cluster, oracle):
+    """Attach ``cluster.variants`` to ``cluster`` once its store is open: each one's state
+    (:meth:`Variant.attach`) in ``cluster.variant_states``; returns the timestamp source."""
+    cluster.variant_states = attach_all(cluster.variants, cluster)
+    return timestamp_source(cluster.variants, cluster, oracle)
 
 
 def state_of(cluster, family: str):

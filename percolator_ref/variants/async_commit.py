@@ -86,7 +86,8 @@ from typing import Optional
 from .. import rows
 from ..model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, Write, WriteKind, lock_col,
                      write_col)
-from ..step import Step, declare_step
+from ..step import Step
+from ..stores.steps import declare_step
 from ..transaction import SnapshotRead, committed_read
 from . import Variant, state_of
 from .locks import extend_lock

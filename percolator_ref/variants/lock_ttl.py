@@ -42,7 +42,7 @@ from typing import NamedTuple, Optional
 from .. import rows
 from ..errors import PercolatorError
 from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, lock_col, write_col
-from ..step import declare_step
+from ..stores.steps import declare_step
 from ..transaction import SnapshotRead, committed_read
 from . import Variant
 from .locks import commit_at_primary, extend_lock, extended

@@ -37,7 +37,8 @@ from typing import Optional
 from .. import cleanup, rows
 from ..bigtable import Condition
 from ..model import Cell, CommitPhase, Write, WriteKind, data_col, lock_col, write_col
-from ..step import Step, declare_step
+from ..step import Step
+from ..stores.steps import declare_step
 from . import Variant
 from .rollback_records import mark_rolled_back, protect_rollback
 

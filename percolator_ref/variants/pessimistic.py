@@ -67,7 +67,8 @@ from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
 from ..model import (DEFAULT_TABLE, Cell, Lock, TxStatus, WriteKind, check_cell, lock_col,
                      write_col)
-from ..step import Step, declare_step
+from ..step import Step
+from ..stores.steps import declare_step
 from ..transaction import Mutation, SnapshotRead, committed_read
 from . import Variant, state_of
 from .locks import commit_at_primary, extended

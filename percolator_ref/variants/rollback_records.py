@@ -33,7 +33,7 @@ from typing import Optional
 
 from .. import rows
 from ..model import Cell, Write, WriteKind, write_col
-from ..step import declare_step
+from ..stores.steps import declare_step
 from . import Variant
 
 PROTECT_ROLLBACK = declare_step("protect-rollback", decides=True)

@@ -399,6 +399,13 @@ def run_commit_length(make, combination, shape, factory: Callable = kit_variants
     return len(record.steps)
 
 
+BANK_FAULT_STEPS = sorted({
+    "prewrite-primary", "prewrite-secondary", "commit-primary", "commit-secondary", "get",
+    "scan", "cleanup-primary", "roll-back", "roll-forward", "abort-rollback", "check-primary",
+    "check-secondary-locks", "resolve-primary", "check-txn-status", "txn-heart-beat",
+    "one-pc", "acquire-pessimistic-lock", "pessimistic-rollback", "protect-rollback"})
+
+
 def bank_with_faults(make, combination, rounds: int = 30, seed: int = 0,
                      accounts: int = 4) -> Figures:
     """The bank: per round two concurrent transfers (reads interleaved), each crashing with
@@ -412,49 +419,51 @@ def bank_with_faults(make, combination, rounds: int = 30, seed: int = 0,
     for name in names:
         opening.set(name, "bal", 100)
     assert opening.commit()
-    steps = sorted({"prewrite-primary", "prewrite-secondary", "commit-primary",
-                    "commit-secondary", "get", "cleanup-primary", "roll-back", "roll-forward",
-                    "abort-rollback", "check-primary", "check-secondary-locks",
-                    "resolve-primary", "check-txn-status", "txn-heart-beat", "one-pc",
-                    "acquire-pessimistic-lock", "pessimistic-rollback", "protect-rollback"})
     for _ in range(rounds):
         fault = None
         if rng.random() < 0.25:
-            fault = FailNth(rng.choice(steps), 1, rng.random() < 0.5)
+            fault = FailNth(rng.choice(BANK_FAULT_STEPS), 1, rng.random() < 0.5)
         attachment = attach(s.cluster.bigtable, fault) if fault else None
         try:
-            transfers = []
-            for _ in range(2):
-                source, target = rng.sample(names, 2)
-                try:
-                    t = s.cluster.begin()
-                    s.figures.transactions += 1
-                    read = t.get_for_update if s.pessimistic else t.get
-                    have, other = read(source, "bal"), read(target, "bal")
-                    amount = rng.randint(1, 20)
-                    t.set(source, "bal", have - amount)
-                    t.set(target, "bal", other + amount)
-                    transfers.append(t)
-                except StoreUnavailable:
-                    t.abandon()
-            for t in rng.sample(transfers, len(transfers)):
-                crash = rng.randint(1, 6) if rng.random() < 0.25 else None
-                s.commit(t, crash)
-            reader = s.cluster.begin()
-            try:
-                total = sum(v for _, _, v in reader.scan())
-                reader.commit()
-                if total != 100 * accounts:
-                    s.figures.anomalies += 1
-                    s.figures.problems.append(f"{label(combination)}: bank total {total}")
-            except StoreUnavailable:
-                reader.abandon()
+            bank_round(s, rng, names, 100 * accounts)
         finally:
             if attachment is not None:
                 attachment.detach()
                 s.figures.faults += fault.fired
         s.cluster.clock.advance(rng.uniform(0, 2 * s.cluster.lock_ttl))
     return s.settle_and_judge()
+
+
+def bank_round(s: Schedule, rng: random.Random, names: list, expected: int) -> None:
+    """Two transfers begun together (reads interleaved), committed in a random order (each
+    may crash), then a reader's total, which must be ``expected``."""
+    transfers = []
+    for _ in range(2):
+        source, target = rng.sample(names, 2)
+        t = s.cluster.begin()
+        s.figures.transactions += 1
+        try:
+            read = t.get_for_update if s.pessimistic else t.get
+            have, other = read(source, "bal"), read(target, "bal")
+        except StoreUnavailable:
+            t.abandon()
+            continue
+        amount = rng.randint(1, 20)
+        t.set(source, "bal", have - amount)
+        t.set(target, "bal", other + amount)
+        transfers.append(t)
+    for t in rng.sample(transfers, len(transfers)):
+        s.commit(t, rng.randint(1, 6) if rng.random() < 0.25 else None)
+    reader = s.cluster.begin()
+    try:
+        total = sum(v for _, _, v in reader.scan())
+        reader.commit()
+    except StoreUnavailable:
+        reader.abandon()
+        return
+    if total != expected:
+        s.figures.anomalies += 1
+        s.figures.problems.append(f"{label(s.combination)}: bank total {total}")
 
 
 def memory_maker(lock_ttl: float = TTL) -> Callable:
