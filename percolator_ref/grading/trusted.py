@@ -34,6 +34,7 @@ from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_n
     lock_col, split_column, write_col
 from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
+from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
 from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
@@ -46,7 +47,6 @@ MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
-STEPS = frozenset(s.value for s in Step)
 PICKLE_PROTOCOL = 5
 
 
@@ -380,14 +380,14 @@ class TrustedWorld(World):
 
     def serve_row(self, c: Client, msg: dict) -> None:
         """One row transaction: hand out the row, serve until ``end``, apply it atomically."""
-        step = msg["step"] if msg["step"] in STEPS else Step.ROW_TRANSACTION
+        step = msg["step"] if is_step(msg["step"]) else Step.ROW_TRANSACTION   # declared: kept
         try:
             check_name(msg["table"], "table")
             check_name(msg["row"], "row")
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
-                                                   step=Step(step))
+                                                   step=Step(step) if step in set(Step) else step)
         try:
             rt.__enter__()
         except StoreUnavailable as exc:          # an injected store failure: nothing happened

@@ -68,6 +68,10 @@ class LockService:
         self._named: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def now(self) -> float:
+        """The time liveness is judged on (the cluster clock); a lock's ttl counts on it too."""
+        return self.clock.now()
+
     # -- liveness tokens -------------------------------------------------
     def register(self, client: str) -> None:
         """Create (or renew) ``client``'s token at the current time."""
@@ -93,10 +97,7 @@ class LockService:
 
     def is_alive(self, client: Optional[str]) -> bool:
         """True while ``client`` holds a token, never crashed, and heartbeat is within the TTL."""
-        token = self._tokens.get(client) if client is not None else None
-        if token is None or token.crashed:
-            return False
-        return self.clock.now() - token.heartbeat <= self.ttl
+        return self._alive_unlocked(client)     # one dict read: no lock needed
 
     def status(self, client: str) -> str:
         """``"alive"``, ``"crashed"``, ``"expired"`` (TTL passed) or ``"gone"`` (no token)."""
@@ -130,7 +131,7 @@ class LockService:
     def holder(self, name: str) -> Optional[str]:
         return self._named.get(name)
 
-    def _alive_unlocked(self, client: str) -> bool:
-        token = self._tokens.get(client)
+    def _alive_unlocked(self, client: Optional[str]) -> bool:
+        token = self._tokens.get(client) if client is not None else None
         return (token is not None and not token.crashed
                 and self.clock.now() - token.heartbeat <= self.ttl)

@@ -34,6 +34,10 @@ EPSILON_US = 7_000
 
 MICROSECONDS = 1_000_000
 
+MAX_EPSILON_US = 60 * MICROSECONDS
+"""The largest uncertainty accepted: one minute (Spanner's is milliseconds; past this a
+commit wait, or a timestamp of microseconds, stops meaning anything)."""
+
 
 def true_us(clock) -> int:
     """The cluster clock's time (seconds, float) as whole microseconds."""
@@ -94,8 +98,10 @@ class TrueTime:
                  offsets: Optional[dict] = None, seed: int = 0):
         if not callable(getattr(clock, "now", None)) or not callable(getattr(clock, "sleep", None)):
             raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
-        if isinstance(epsilon_us, bool) or not isinstance(epsilon_us, int) or epsilon_us < 0:
-            raise ValueError(f"epsilon_us must be an int >= 0 (microseconds), got {epsilon_us!r}")
+        if isinstance(epsilon_us, bool) or not isinstance(epsilon_us, int) \
+                or not 0 <= epsilon_us <= MAX_EPSILON_US:
+            raise ValueError(f"epsilon_us must be an int in [0, {MAX_EPSILON_US}] "
+                             f"(microseconds), got {epsilon_us!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
         self.clock, self.epsilon_us = clock, epsilon_us
