@@ -128,3 +128,15 @@ def test_each_notebook_ends_by_naming_its_exercise_and_the_plan_agrees(n, exerci
         row = next(line for line in plan if line.startswith(f"| `exercises/{exercise.name}`"))
         follows = row.split("|")[2]
         assert f"notebook {n:02d}" in follows, f"the plan says {exercise.stem} follows {follows}"
+
+
+def test_the_instructor_page_has_three_answered_questions_per_notebook():
+    text = (REPO / "docs" / "instructor" / "questions.md").read_text()
+    sections = re.split(r"^## Notebook (\d\d):", text, flags=re.M)[1:]
+    numbers = [int(n) for n in sections[0::2]]
+    assert numbers == [int(p.stem[:2]) for p in NOTEBOOKS]
+    for n, body in zip(numbers, sections[1::2]):
+        questions = re.split(rf"^\*\*{n}\.\d\*\*", body, flags=re.M)[1:]
+        assert len(questions) == 3, f"notebook {n:02d}: {len(questions)} questions"
+        for q in questions:                   # each has its answer, as a quoted block below it
+            assert re.search(r"^> \S", q, re.M), f"notebook {n:02d}: a question without an answer"
