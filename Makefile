@@ -5,6 +5,7 @@
 #   make serve-lite   serve build/lite on http://127.0.0.1:8000 (loopback only)
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
+#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 145: minutes)
 #   make test         make lite, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
@@ -22,7 +23,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv lab lite serve-lite bench-lite grade-bench test secret-sweep system-deps clean
+.PHONY: venv lab lite serve-lite bench-lite grade-bench common-mistakes test secret-sweep system-deps clean
 
 venv: $(STAMP)
 
@@ -57,6 +58,11 @@ serve-lite: lite
 
 bench-lite: lite
 	$(BIN)/python lite/bench.py
+
+# The instructor's page of wrong answers: each catalogue entry graded (secret 0), its first
+# failing check and feedback (tests/test_common_mistakes.py keeps the page in step).
+common-mistakes: venv
+	$(BIN)/python -m percolator_ref common-mistakes
 
 # Issue 19's figure: every check and schedule of 200 sandboxed gradings (minutes).
 grade-bench: venv
