@@ -79,7 +79,7 @@ def test_the_notebooks_demo_cell_shows_it_and_never_runs_in_grading():
     pristine = nbformat.read(pristine_path(1), as_version=4)
     demo = [c for c in pristine.cells if "demo" in c.metadata.get("tags", [])]
     assert len(demo) == 1 and "grading.replay(demo).widget()" in demo[0].source
-    assert demo[0].outputs[-1]["data"]["text/plain"].startswith("StepperWidget(frame 0 of ")
+    assert demo[0].outputs[-1]["data"]["text/plain"].startswith("Cell-table stepper at ")
     cells, problems = plan(pristine, pristine, 1)
     assert problems == [] and all(c.id != demo[0].id for c in cells)
     assert cells and not any("PastOwnLock" in c.source for c in cells)
