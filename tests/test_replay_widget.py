@@ -47,8 +47,13 @@ def test_its_controls_step_through_the_recorded_schedule(failing):
     assert w.stepper.cursor == len(steps) - 1 and w.step_button.disabled
     assert f"step {len(steps)} of {len(steps)}" in w.note.value
     assert "After this step the check failed" in w.note.value
+    assert w.slider.value == len(steps) and w.slider.description == "step"
     w.click("Back")
-    assert w.slider.value == len(steps) - 2
+    assert w.stepper.cursor == len(steps) - 2
+    # the slider reads as the title does ("step N of M" beside a slider at N)
+    assert w.slider.value == len(steps) - 1 and f"step {len(steps) - 1} of {len(steps)}" in w.note.value
+    w.slider.value = 1
+    assert w.stepper.cursor == 0 and f"step 1 of {len(steps)}" in w.note.value
     w.click("Reset")
     assert w.stepper.cursor == 0
 

@@ -72,7 +72,12 @@ class StepperWidget(SavedView, widgets.VBox):
         self.reset_button = widgets.Button(description="Reset", tooltip="start over")
         self.crash_button = widgets.Button(description="Crash client", button_style="danger",
                                            tooltip="the chosen transaction's client dies here")
-        self.slider = widgets.IntSlider(value=0, min=0, max=0, description="frame",
+        # The slider counts as the frames' titles do: "frame 0..." for a stepper, "step 1 of
+        # M..." for a recorded run (its ``first_number`` and ``unit``).
+        self.first_number = getattr(stepper, "first_number", 0)
+        self.slider = widgets.IntSlider(value=self.first_number, min=self.first_number,
+                                        max=self.first_number,
+                                        description=getattr(stepper, "unit", "frame"),
                                         continuous_update=False)
         self.choice = widgets.ToggleButtons(options=[], description="moves next")
         self.note = widgets.HTML()
@@ -115,13 +120,13 @@ class StepperWidget(SavedView, widgets.VBox):
         message = ""
         if len(getattr(self.stepper, "abandoned", ())) > forks:
             at, dropped = self.stepper.abandoned[-1]
-            message = (f"a new branch from frame {at}; the old branch's {len(dropped)} "
-                       f"frame(s) after it are in stepper.abandoned")
+            message = (f"a new branch from frame {at}: the old branch's {len(dropped)} later "
+                       f"frame(s) are no longer shown")
         self.refresh(message=message)
 
     def _on_slider(self, change) -> None:
         if not self._updating:
-            self.stepper.goto(change["new"])
+            self.stepper.goto(change["new"] - self.first_number)
             self.refresh()
 
     def refresh(self, message: str = "") -> None:
@@ -129,8 +134,8 @@ class StepperWidget(SavedView, widgets.VBox):
         frame = self.stepper.frame
         self._updating = True
         try:
-            self.slider.max = len(self.stepper.frames) - 1
-            self.slider.value = self.stepper.cursor
+            self.slider.max = len(self.stepper.frames) - 1 + self.first_number
+            self.slider.value = self.stepper.cursor + self.first_number
             keep = self.choice.value
             self.choice.options = list(frame.runnable)
             if keep in frame.runnable:
