@@ -188,6 +188,7 @@ def check_imports(folder: Path, modules: list) -> None:
 
 def build_folder(out: Path) -> Path:
     """The edition's folder, run by this Python (see the module doc)."""
+    out = out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     copy_tree(out)
@@ -240,6 +241,7 @@ def main(argv=None) -> None:
                         help="make lite's cache (npm's Pyodide, the wheels)")
     parser.add_argument("--no-site", action="store_true", help="the folder and the zip only")
     args = parser.parse_args(argv)
+    args.output_dir, args.cache_dir = args.output_dir.resolve(), args.cache_dir.resolve()
     folder = build_folder(args.output_dir / NAME)
     archive = build_zip(folder, args.output_dir / f"{NAME}.zip")
     print(f"{folder}: {size(folder) / 1e6:.1f} MB; {archive}: {size(archive) / 1e6:.1f} MB")
