@@ -13,6 +13,9 @@ module whole; its distinctive lines are the code lines of its functions (docstri
 and comments left out: the bytecode keeps docstrings as documentation), stripped, of
 at least 16 characters, each counted once. A file's lines end at line breaks and at
 escaped ones (``\\n`` in a JSON or JavaScript string), and are stripped too.
+
+In the repository itself: the READMEs print no reference, and no exercise cell imports a
+step its grader hides.
 """
 import ast
 import importlib.util
@@ -334,3 +337,37 @@ def test_the_sites_kit_runs_the_references_as_bytecode_in_pyodide(tmp_path):
     listed = {p.relative_to(SITE / "files").as_posix() for p in (SITE / "files").rglob("*")
               if p.is_file()}
     assert "exercises/01_snapshot_read.ipynb" in listed and "exercises/README.md" not in listed
+
+
+def test_the_readmes_print_no_reference():
+    """The README once printed exercise 9's graded ``rollback_writes`` whole, as its example of
+    a variant; its example is now a variant no exercise grades."""
+    for page in ("README.md", "exercises/README.md", "release/README.md"):
+        assert readable(ROOT / page) == {}, page
+
+
+def hidden_functions(n: int) -> dict:
+    """``{name: module}`` of the module-level functions exercise ``n`` hides."""
+    from percolator_ref import grading
+    found = {}
+    for target in grading.exercise(n).exercise.hidden:
+        module, _, qualname = target.partition(":")
+        if "." not in qualname:
+            obj = getattr(importlib.import_module(module), qualname)
+            if not isinstance(obj, type):
+                found[qualname] = module
+    return found
+
+
+@pytest.mark.parametrize("n", range(1, 11))
+def test_no_exercise_cell_imports_a_reference_step_it_hides(n):
+    """Exercise 01's demo imported the reference ``snapshot_read``; no cell of an exercise
+    imports a function its grader hides (a base class such as ``Transaction`` is no step)."""
+    hidden = hidden_functions(n)
+    notebook = next((ROOT / "exercises").glob(f"{n:02d}_*.ipynb"))
+    imported = [(cell["id"], alias.name)
+                for cell in json.loads(notebook.read_text())["cells"] if cell["cell_type"] == "code"
+                for node in ast.walk(ast.parse("".join(cell["source"])))
+                if isinstance(node, ast.ImportFrom)
+                for alias in node.names if alias.name in hidden]
+    assert imported == []
