@@ -221,7 +221,8 @@ def build_site(folder: Path, output: Path, cache: Path) -> Path:
     for module in modules:                       # back to source, for Pyodide to compile
         module_path(source, module).with_suffix(".pyc").unlink()
         shutil.copy2(module_path(ROOT, module), module_path(source, module))
-    compile_pyodide(source, modules, cache / "npm" / "package")
+    python = compile_pyodide(source, modules, cache / "npm" / "package")
+    print(f"the site's reference modules: bytecode of Pyodide's Python {python}")
     (source / "pyproject.toml").write_text(pyproject())
     subprocess.run([sys.executable, str(ROOT / "lite" / "build.py"), "--source", str(source),
                     "--output-dir", str(output), "--cache-dir", str(cache),
