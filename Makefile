@@ -6,9 +6,10 @@
 #   make lite         build/lite/: the kit as a static JupyterLite site (Pyodide, offline)
 #   make serve-lite   serve build/lite on http://127.0.0.1:8000 (loopback only)
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
+#   make release      build/release/: the student edition (folder, zip, browser site), no answers
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
 #   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 145: minutes)
-#   make test         make lite, pytest tests/, then nbval over notebooks/ and solutions/
+#   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -25,7 +26,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv trust lab lite serve-lite bench-lite grade-bench common-mistakes test secret-sweep system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep system-deps clean
 
 venv: $(STAMP) trust
 
@@ -78,6 +79,11 @@ bench-lite: lite
 common-mistakes: venv
 	$(BIN)/python -m percolator_ref common-mistakes
 
+# The student edition (release/build.py, release/README.md): build/release/percolator-kit-student/,
+# its zip, and build/release/site/ (the browser site of it, from make lite's cache and node).
+release: venv lite
+	$(BIN)/python release/build.py --output-dir build/release
+
 # Issue 19's figure: every check and schedule of 200 sandboxed gradings (minutes).
 grade-bench: venv
 	$(BIN)/python -m percolator_ref grade-bench --per-exercise 25 -j 2
@@ -86,9 +92,10 @@ grade-bench: venv
 # notebook folder is still empty. nbval runs only over folders that hold
 # notebooks (exercises/ is left out: unsolved exercises fail by design). nbval runs in one
 # process: notebook 06 measures a CPU-time ratio that a notebook beside it would disturb.
-# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite.
-test: venv lite
-	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite;
+# PERCOLATOR_REQUIRE_RELEASE: tests/test_release.py, without build/release/site.
+test: venv lite release
+	PERCOLATOR_REQUIRE_LITE=1 PERCOLATOR_REQUIRE_RELEASE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
