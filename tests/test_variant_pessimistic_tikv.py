@@ -409,11 +409,18 @@ def test_a_transaction_never_judges_its_own_pessimistic_lock_dead(make_cluster):
     assert fresh_view(cluster) == {("x", "v"): 2} and all_locks(cluster) == []
 
 
-def test_a_locked_but_unwritten_cell_whose_lock_was_lost_aborts_the_commit(make_cluster):
+@pytest.mark.parametrize("variants", [
+    lambda: [PessimisticLocks()],
+    lambda: [AsyncCommit(), PessimisticLocks()],
+    lambda: [PessimisticLocks(), AsyncCommit()],
+    lambda: [OnePC(), PessimisticLocks()],
+], ids=["pess", "async-pess", "pess-async", "1pc-pess"])
+def test_a_locked_but_unwritten_cell_whose_lock_was_lost_aborts_the_commit(make_cluster,
+                                                                          variants):
     """Issue 29 item 4: t locked x and y, writes y from x; its lock on x is rolled back (t
     judged dead) and u commits x. t must abort (TiKV: PessimisticLockNotFound); before the
-    fix it committed: write skew."""
-    cluster = make_cluster(lock_ttl=1.0, variants=[PessimisticLocks()])
+    fix it committed: write skew. Whatever variant commits, in either order."""
+    cluster = make_cluster(lock_ttl=1.0, variants=variants())
     committed(cluster, {("x", "v"): 1, ("y", "v"): 0})
     t = cluster.begin()
     x = t.get_for_update("x", "v")
@@ -460,3 +467,146 @@ def test_a_crashed_pessimistic_client_writes_nothing_more(make_cluster, crash_af
 
 def test_lock_columns_named_as_stored():
     assert lock_col("v") == "v:lock"           # lock_at reads this column
+
+
+# -- capabilities: CheckTxnStatus's answers kept apart; a reader pushing min_commit_ts ---------
+def prewritten(cluster, values: dict):
+    """A transaction that prewrote ``values`` (first cell primary) and hangs."""
+    t = cluster.begin()
+    for (row, column), value in values.items():
+        t.set(row, column, value)
+    primary = next(iter(t.writes))
+    for m in t.writes.values():
+        assert t.prewrite(m, primary)
+    return t
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["paper", "rollback-records"])
+def test_check_txn_status_keeps_its_answers_apart(make_cluster, records):
+    """TiKV's ``TxnStatus`` (src/storage/txn/actions/check_txn_status.rs): committed at its
+    commit_ts; uncommitted with the lock; ttl expired (rolled back now); no lock (rolled back
+    now); rolled back before (a rollback record, with a variant that keeps them);
+    PrimaryMismatch at a secondary (nothing decided there)."""
+    from percolator_ref.variants.lock_ttl import (COMMITTED, LOCK_NOT_EXIST, ROLLED_BACK,
+                                                  TTL_EXPIRED, UNCOMMITTED, PrimaryMismatch)
+    from percolator_ref.variants.rollback_records import RollbackRecords
+    cluster = make_cluster(lock_ttl=1.0, variants=[LockTTL()] + ([RollbackRecords()] if records
+                                                                 else []))
+    check = cluster.Cleanup(Session(cluster, "checker")).check_txn_status
+    a, b = Cell("default", "a", "v"), Cell("default", "b", "v")
+    done = cluster.begin()
+    done.set("a", "v", 1)
+    assert done.commit()
+    assert check(a, done.start_ts)[:3] == (False, done.commit_ts, COMMITTED)
+    t = prewritten(cluster, {("a", "v"): 2, ("b", "v"): 2})
+    with pytest.raises(PrimaryMismatch):
+        check(b, t.start_ts)
+    status = check(a, t.start_ts)
+    assert (status.alive, status.action, status.lock) == (True, UNCOMMITTED,
+                                                         lock_at(cluster, "a", "v", t.start_ts))
+    cluster.clock.advance(1.5)
+    assert check(a, t.start_ts)[:3] == (False, None, TTL_EXPIRED)
+    assert lock_at(cluster, "a", "v", t.start_ts) is None
+    assert check(a, t.start_ts).action == (ROLLED_BACK if records else LOCK_NOT_EXIST)
+    never = cluster.oracle.get_timestamp()
+    assert check(a, never).action == LOCK_NOT_EXIST
+
+
+@pytest.mark.parametrize("variants", [
+    lambda: [LockTTL(push_min_commit_ts=True)],
+    lambda: [PessimisticLocks(), LockTTL(push_min_commit_ts=True)],
+    lambda: [LockTTL(push_min_commit_ts=True), PessimisticLocks()],
+], ids=["ttl", "pess-ttl", "ttl-pess"])
+def test_a_reader_pushes_min_commit_ts_and_does_not_wait(make_cluster, variants):
+    """TiKV's CheckTxnStatus with the caller's start_ts (``check_txn_status_lock_exists``):
+    a reader that meets a live large transaction's lock pushes its ``min_commit_ts`` past its
+    own start_ts and reads past the lock at once; the writer's commit then takes a newer
+    commit_ts (TiKV's ``CommitTsExpired`` and retry), so the reader's snapshot stays a
+    snapshot (the checker agrees)."""
+    cluster = make_cluster(lock_ttl=10.0, variants=variants())
+    committed(cluster, {("a", "v"): "old", ("b", "v"): "old"})
+    writer = cluster.begin()
+    if any(isinstance(v, PessimisticLocks) for v in cluster.variants):
+        writer.get_for_update("a", "v")
+    writer.set("a", "v", "new")
+    writer.set("b", "v", "new")
+    primary = Cell("default", "a", "v")
+    for m in writer.writes.values():
+        assert writer.prewrite(m, primary)
+    writer.commit_ts = writer.commit_timestamp()        # taken before the reader begins
+    reader = cluster.begin()
+    assert reader.start_ts > writer.commit_ts
+    began = cluster.clock.now()
+    assert (reader.get("b", "v"), reader.get("a", "v")) == ("old", "old")
+    assert cluster.clock.now() == began                 # no backoff: it did not wait
+    assert lock_at(cluster, "a", "v", writer.start_ts).min_commit_ts == reader.start_ts + 1
+    assert writer.commit_primary(writer.writes[primary])
+    assert writer.commit_ts > reader.start_ts           # committed after the reader's snapshot
+    writer.commit_secondary(writer.writes[Cell("default", "b", "v")])
+    assert fresh_view(cluster) == {("a", "v"): "new", ("b", "v"): "new"}
+    assert cluster.begin().get("b", "v") == "new"
+
+
+def test_without_pushing_a_reader_waits_for_a_live_lock(make_cluster):
+    """The default LockTTL (no large transactions): the reader waits, as in the paper."""
+    cluster = make_cluster(lock_ttl=10.0, variants=[LockTTL()])
+    committed(cluster, {("a", "v"): "old", ("b", "v"): "old"})
+    prewritten(cluster, {("a", "v"): "new", ("b", "v"): "new"})
+    reader = cluster.begin()
+    with attach(reader.session, Until(cluster, deadline=2.0)):
+        with pytest.raises(Blocked):
+            reader.get("b", "v")
+
+
+def test_a_transaction_that_notifies_is_not_pushed(make_cluster):
+    """Its notifications are written at commit_ts before the commit point; a pushed commit
+    would leave them behind, so its locks carry no min_commit_ts and a reader waits."""
+    cluster = make_cluster(lock_ttl=10.0, variants=[LockTTL(push_min_commit_ts=True)])
+    committed(cluster, {("a", "v"): "old", ("b", "v"): "old"})
+    cluster.observe("default", "v")(lambda txn, row, column: None)
+    t = prewritten(cluster, {("a", "v"): "new", ("b", "v"): "new"})
+    assert lock_at(cluster, "b", "v", t.start_ts).min_commit_ts is None
+    reader = cluster.begin()
+    with attach(reader.session, Until(cluster, deadline=2.0)):
+        with pytest.raises(Blocked):
+            reader.get("b", "v")
+
+
+def test_lock_ttl_push_min_commit_ts_must_be_a_bool():
+    with pytest.raises(TypeError, match="push_min_commit_ts"):
+        LockTTL(push_min_commit_ts=1)
+
+
+def test_the_stepped_pushing_reader_reads_at_once_and_the_waiting_one_backs_off():
+    """Notebook 09's scene (workloads.tikv.pushing_reader_stepper): the writer stands before
+    its commit point; a reader that pushes reads the old balances at once, one status check
+    and no backoff; without pushing it backs off until the writer commits."""
+    from percolator_ref.variants.lock_ttl import CHECK_TXN_STATUS
+    from percolator_ref.viz.frames import stepper_frame
+    from percolator_ref.workloads import tikv
+    pushed = tikv.drive_pushing_reader(tikv.pushing_reader_stepper(
+        lambda: [LockTTL(push_min_commit_ts=True)]))
+    waited = tikv.drive_pushing_reader(tikv.pushing_reader_stepper(lambda: [LockTTL()]))
+    for s in (pushed, waited):
+        assert [r.result for r in s.runners] == [True, (10, 2)]
+        assert s.cluster.check_history().ok
+    frames = {name: stepper_frame(s.frames) for name, s in (("pushed", pushed),
+                                                            ("waited", waited))}
+    checks = {name: int((f.step == CHECK_TXN_STATUS).sum()) for name, f in frames.items()}
+    assert checks == {"pushed": 1, "waited": 6 // 2}
+    assert frames["pushed"].clock.max() == 0 < frames["waited"].clock.max()
+
+
+@pytest.mark.parametrize("combination", [
+    ("lock-ttl",), ("pessimistic-locks", "lock-ttl"), ("one-pc", "lock-ttl"),
+    ("pessimistic-locks", "one-pc", "lock-ttl", "rollback-records"),
+], ids="+".join)
+def test_readers_that_push_keep_every_guarantee_under_crashes_and_faults(combination):
+    """Issue 29's audit (crashes after every step, store faults, late duplicates, dying
+    readers) with LockTTL(push_min_commit_ts=True): no anomaly, nothing lost or partial."""
+    from percolator_ref.workloads.variant_audit import KIT, audit_combination, memory_maker
+    figures = audit_combination(memory_maker(), combination, depth=1, factory=lambda c: [
+        LockTTL(push_min_commit_ts=True) if f == "lock-ttl" else KIT[f]() for f in c])
+    assert figures.ok, figures.problems
+    assert (figures.anomalies, figures.lost, figures.partial, figures.g1a) == (0, 0, 0, 0)
+    assert figures.crashes and figures.faults and figures.schedules >= 30

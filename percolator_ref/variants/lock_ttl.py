@@ -36,22 +36,45 @@ variant) is judged by the lock service, as in the paper.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import NamedTuple, Optional
 
 from .. import rows
-from ..model import Cell, Lock, lock_col
+from ..errors import PercolatorError
+from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, lock_col, write_col
 from ..stores.steps import declare_step
+from ..transaction import SnapshotRead, committed_read
 from . import Variant
-from .locks import extend_lock, extended
+from .locks import commit_at_primary, extend_lock, extended
 
 CHECK_TXN_STATUS = declare_step("check-txn-status", decides=True)
 TXN_HEART_BEAT = declare_step("txn-heart-beat")
 
 
+COMMITTED, ROLLED_BACK, LOCK_NOT_EXIST, TTL_EXPIRED, UNCOMMITTED = (
+    "committed", "rolled back", "lock not exist", "ttl expired", "uncommitted")
+"""``CheckTxnStatus``'s answers, kept apart as TiKV's ``TxnStatus`` keeps them
+(``src/storage/txn/actions/check_txn_status.rs``): committed at its commit_ts; rolled back
+before (a rollback record); no lock and no record (rolled back now); the ttl expired
+(rolled back now); uncommitted, with the lock."""
+
+
+class PrimaryMismatch(PercolatorError):
+    """``CheckTxnStatus`` was sent to a cell whose lock of the transaction is not its primary
+    (TiKV's ``PrimaryMismatch``): nothing is decided there."""
+
+
 class TxnStatus(NamedTuple):
-    """What ``CheckTxnStatus`` found at the primary: still alive, or decided (commit_ts or None)."""
+    """What ``CheckTxnStatus`` found at the primary: ``alive`` (uncommitted, within its ttl)
+    or decided (``commit_ts``, None if rolled back); ``action`` (one of the answers above);
+    ``lock``: the primary lock of an uncommitted transaction; ``min_commit_ts_pushed``: its
+    ``min_commit_ts`` is above the caller's start_ts, so the caller may read past every lock
+    of the transaction (it will commit after the caller's snapshot)."""
     alive: bool
     commit_ts: Optional[int] = None
+    action: str = ""
+    lock: Optional[Lock] = None
+    min_commit_ts_pushed: bool = False
 
 
 class TTLTransaction:
@@ -70,12 +93,44 @@ class TTLTransaction:
     def prewrite_writes(self, m, primary, is_primary) -> list:
         """The paper's data and lock, the lock carrying ``wall`` and a ``ttl`` that keeps it
         alive ``lock_ttl`` from now (counted from the start, a transaction that read for
-        longer than the ttl would write its locks already expired)."""
+        longer than the ttl would write its locks already expired); with
+        ``push_min_commit_ts``, ``min_commit_ts`` too, unless the transaction sets a
+        notification (written before the commit point at commit_ts, it would be left
+        behind a commit_ts a reader pushed: an observer could acknowledge it too early)."""
         ttl = self.session.lockservice.now() - self.wall + self.cluster.lock_ttl
         if is_primary:
             self.last_heart_beat = self.cluster.clock.now()
-        return extend_lock(super().prewrite_writes(m, primary, is_primary),
-                           ttl=ttl, wall=self.wall)
+        large = any(getattr(v, "push_min_commit_ts", False) for v in self.cluster.variants) \
+            and not self.notifies and not any(self.session.is_observed(c.table, c.column)
+                                              for c in self.writes)
+        return extend_lock(super().prewrite_writes(m, primary, is_primary), ttl=ttl,
+                           wall=self.wall, **({"min_commit_ts": self.start_ts + 1} if large else {}))
+
+    def get(self, row: str, column: str, table: str = DEFAULT_TABLE):
+        """The paper's get, as a reader: a lock it meets has its transaction's
+        ``min_commit_ts`` pushed past our start_ts, and is then read past (no wait)."""
+        with reading(self):
+            return super().get(row, column, table)
+
+    def scan(self, table: str = DEFAULT_TABLE, start_row: Optional[str] = None,
+             end_row: Optional[str] = None) -> list:
+        """The paper's scan, as a reader (see :meth:`get`)."""
+        with reading(self):
+            return super().scan(table, start_row, end_row)
+
+    def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
+        """Read past the lock of a transaction whose ``min_commit_ts`` we pushed above our
+        start_ts (it commits after our snapshot); other locks as the paper."""
+        found = super().snapshot_read(rt, cell)
+        pushed = self.session.cleanup.pushed.get(getattr(found.lock, "start_ts", None))
+        if pushed is None or pushed <= self.start_ts:
+            return found
+        return committed_read(rt, self.start_ts, cell.column)
+
+    def commit_primary(self, m) -> bool:
+        """The commit point at a commit_ts no lower than the primary lock's ``min_commit_ts``
+        (a reader may have pushed it; :func:`~percolator_ref.variants.locks.commit_at_primary`)."""
+        return commit_at_primary(self, m, self.own_locks().get(m.cell))
 
     def prewrite(self, m, primary) -> bool:
         """The paper's prewrite; before a secondary's, a heartbeat if half the TTL passed."""
@@ -113,12 +168,27 @@ class TTLTransaction:
 
 
 class TTLCleanup:
-    """Cleanup mixin: liveness from the lock's ttl, decided at the primary."""
+    """Cleanup mixin: liveness from the lock's ttl, decided at the primary.
+
+    ``reader_ts``: the start_ts of the transaction reading now (set by its ``get`` and
+    ``scan``), which ``CheckTxnStatus`` pushes the lock's ``min_commit_ts`` past;
+    ``pushed``: ``{lock start_ts: min_commit_ts}`` of the transactions it pushed.
+    """
+
+    reader_ts: Optional[int] = None
+
+    def __init__(self, session):
+        super().__init__(session)
+        self.pushed: dict = {}
 
     def backoff_and_maybe_cleanup_lock(self, cell: Cell, lock: Lock, attempt: int) -> None:
-        """``CheckTxnStatus`` at the primary: wait for a live lock, settle a decided one."""
-        status = self.check_txn_status(Cell(*lock.primary), lock.start_ts, lock.client)
-        if status.alive:
+        """``CheckTxnStatus`` at the primary: read past a lock whose transaction now commits
+        after the reader, wait for another live one, settle a decided one."""
+        status = self.check_txn_status(Cell(*lock.primary), lock.start_ts, lock.client,
+                                       caller_start_ts=self.reader_ts)
+        if status.min_commit_ts_pushed:
+            self.pushed[lock.start_ts] = status.lock.min_commit_ts
+        elif status.alive:
             self.session.backoff(attempt)
         else:
             self.settle(cell, lock, status.commit_ts)
@@ -139,24 +209,40 @@ class TTLCleanup:
         else:
             self.roll_forward(cell, lock, commit_ts)
 
-    def check_txn_status(self, primary: Cell, start_ts: int, holder=None) -> TxnStatus:
-        """One row transaction at the primary: committed, alive (within its ttl), or
-        rolled back now (expired, or neither locked nor committed)."""
+    def check_txn_status(self, primary: Cell, start_ts: int, holder=None,
+                         caller_start_ts: Optional[int] = None) -> TxnStatus:
+        """One row transaction at the primary: committed; rolled back (before, or now: no
+        lock, or its ttl expired); or uncommitted, its ``min_commit_ts`` pushed past
+        ``caller_start_ts`` if one is given. :class:`PrimaryMismatch` if the transaction's
+        lock there is not its primary."""
         with self.session.row_transaction(primary.table, primary.row, CHECK_TXN_STATUS) as rt:
-            commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
-            if commit_ts is not None:
-                rt.explain(f"check status of {holder} at {primary}: committed at {commit_ts}")
-                return TxnStatus(False, commit_ts)
             lock = rows.held_lock(rt, primary.column, start_ts)
-            if lock is not None and not self.expired(lock):
-                rt.explain(f"check status of {holder} at {primary}: locked, ttl not expired "
-                           f"(now {self.session.lockservice.now():g}) -> alive, wait")
-                return TxnStatus(True)
-            rows.apply(rt, self.rollback_writes(primary.column, start_ts))
-            rt.explain(f"check status of {holder} at {primary}: " + (
-                "ttl expired -> roll the primary back" if lock is not None
-                else "neither locked nor committed -> rolled back"))
-            return TxnStatus(False)
+            if lock is not None and not lock.is_primary:
+                raise PrimaryMismatch(f"check_txn_status at {primary}: the lock of start "
+                                      f"{start_ts} there is not its primary (that is "
+                                      f"{Cell(*lock.primary)})")
+            commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+            said = f"check status of {holder} at {primary}: "
+            if commit_ts is not None:
+                rt.explain(said + f"committed at {commit_ts}")
+                return TxnStatus(False, commit_ts, COMMITTED)
+            if lock is None and rolled_back(rt, primary.column, start_ts):
+                rt.explain(said + "a rollback record -> rolled back before")
+                return TxnStatus(False, None, ROLLED_BACK)
+            if lock is None or self.expired(lock):
+                rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+                rt.explain(said + ("ttl expired -> roll the primary back" if lock is not None
+                                   else "neither locked nor committed -> rolled back"))
+                return TxnStatus(False, None, TTL_EXPIRED if lock is not None else LOCK_NOT_EXIST)
+            floor = getattr(lock, "min_commit_ts", None)    # None: not a large transaction
+            if None not in (caller_start_ts, floor) and floor <= caller_start_ts:
+                lock = extended(lock, min_commit_ts=caller_start_ts + 1)
+                rt.write(lock_col(primary.column), start_ts, lock)
+            pushed = None not in (caller_start_ts, floor) and lock.min_commit_ts > caller_start_ts
+            rt.explain(said + f"locked, ttl not expired (now {self.session.lockservice.now():g})"
+                       + (f": min_commit_ts -> {lock.min_commit_ts}, the reader (start "
+                          f"{caller_start_ts}) reads past it" if pushed else " -> alive, wait"))
+            return TxnStatus(True, None, UNCOMMITTED, lock, pushed)
 
     def expired(self, lock: Lock) -> bool:
         """Has the lock outlived its ttl on the cluster clock? (No ttl: ask the lock service.)"""
@@ -165,9 +251,42 @@ class TTLCleanup:
         return lock.wall + lock.ttl < self.session.lockservice.now()
 
 
+def rolled_back(rt, column: str, start_ts: int) -> bool:
+    """Is there a rollback record of ``start_ts`` (written by a variant that keeps them)?"""
+    found = rt.read(write_col(column), start_ts, start_ts)
+    return found is not None and found[1].kind is WriteKind.ROLLBACK
+
+
+@contextmanager
+def reading(txn):
+    """While ``txn`` reads, its cleanup pushes the locks it meets past its start_ts."""
+    txn.session.cleanup.reader_ts = txn.start_ts
+    try:
+        yield
+    finally:
+        txn.session.cleanup.reader_ts = None
+
+
 class LockTTL(Variant):
-    """TiKV's lock TTL and ``CheckTxnStatus``: ``Cluster(variants=[LockTTL()])``."""
+    """TiKV's lock TTL and ``CheckTxnStatus``: ``Cluster(variants=[LockTTL()])``.
+
+    ``push_min_commit_ts=True``: every transaction is a "large" one in TiKV's sense (its
+    locks carry ``min_commit_ts``), so a reader that meets a live lock pushes the
+    transaction's ``min_commit_ts`` past its own start_ts and reads past the lock instead of
+    waiting; the commit then takes a newer commit_ts ("If lock.min_commit_ts is 0, it's not
+    a large transaction and we can't push forward its min_commit_ts": TiKV's
+    ``check_txn_status_lock_exists``). Default False: readers wait, as in the paper.
+    """
 
     name = "lock-ttl"
+
+    def __init__(self, push_min_commit_ts: bool = False):
+        if not isinstance(push_min_commit_ts, bool):
+            raise TypeError(f"push_min_commit_ts must be True or False, got {push_min_commit_ts!r}")
+        self.push_min_commit_ts = push_min_commit_ts
+
+    def __repr__(self):
+        return f"LockTTL(push_min_commit_ts={self.push_min_commit_ts})" \
+            if self.push_min_commit_ts else "LockTTL()"
     Transaction = TTLTransaction
     Cleanup = TTLCleanup

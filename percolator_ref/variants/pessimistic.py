@@ -65,11 +65,12 @@ from typing import Optional
 
 from ..bigtable import Condition
 from ..errors import PercolatorError, StoreUnavailable
-from ..model import DEFAULT_TABLE, Cell, Lock, WriteKind, check_cell, lock_col, write_col
+from ..model import (DEFAULT_TABLE, Cell, Lock, TxStatus, WriteKind, check_cell, lock_col,
+                     write_col)
 from ..step import Step
 from ..stores.steps import declare_step
 from ..transaction import Mutation, SnapshotRead, committed_read
-from . import Variant
+from . import Variant, state_of
 from .locks import commit_at_primary, extended
 
 ACQUIRE = declare_step("acquire-pessimistic-lock")
@@ -135,26 +136,21 @@ class WaitForGraph:
             return {w: h for w in list(self.edges) if (h := self.holder_of(w, now)) is not None}
 
 
-GRAPHS_MADE = threading.Lock()      # two threads' first calls make one graph (no state here)
+def new_wait_for_graph(cluster, detector: type = WaitForGraph):
+    """The wait-for graph every client of ``cluster``'s store sees: on a store that keeps
+    one on its server (``store.make_wait_for_graph``, the Redis store) that one, so two
+    processes' (or two ``Cluster`` objects') waits meet; else a ``detector`` beside the
+    store in this process. Edges expire after the lock TTL, on the lock service's clock."""
+    lockservice = cluster.lockservice
+    make = getattr(cluster.bigtable, "make_wait_for_graph", None)
+    if make is not None and detector is WaitForGraph:
+        return make(lockservice.now, lockservice.ttl)
+    return detector(lockservice.now, lockservice.ttl)
 
 
-def wait_for_graph(cluster, detector: type = WaitForGraph):
-    """The wait-for graph every client of ``cluster``'s store sees, kept with the store:
-    on a store that keeps one on its server (``store.make_wait_for_graph``, the Redis
-    store) that one, so two processes' (or two ``Cluster`` objects') waits meet; else a
-    ``detector`` beside the store in this process. Edges expire after the lock TTL."""
-    store, lockservice = cluster.bigtable, cluster.lockservice
-    name = f"wait_for_graph_{detector.__name__}"
-    with GRAPHS_MADE:
-        graph = getattr(store, name, None)
-        if graph is None:
-            make = getattr(store, "make_wait_for_graph", None)
-            if make is not None and detector is WaitForGraph:
-                graph = make(lockservice.now, lockservice.ttl)
-            else:
-                graph = detector(lockservice.now, lockservice.ttl)
-            setattr(store, name, graph)
-    return graph
+def wait_for_graph(cluster) -> WaitForGraph:
+    """The wait-for graph of a cluster built with :class:`PessimisticLocks`."""
+    return state_of(cluster, "pessimistic-locks")
 
 
 def is_pessimistic(lock) -> bool:
@@ -256,21 +252,27 @@ class PessimisticTransaction:
         return {**super().own_locks(), **{cell: self.txn_ts for cell in self.locked}}
 
     def two_phase_commit(self) -> bool:
-        """Check that the cells we locked but do not write are still ours; the commit
-        (any variant's), the pessimistic primary first if it is written; then release
-        the pessimistic locks still held. A crash (any exception but a store failure's
-        answer) releases nothing: the client stopped, readers clean up."""
-        if self.locked:
-            primary = next(iter(self.locked))
-            if primary in self.writes:          # TiKV's primary: the first key locked
-                self.writes = {primary: self.writes[primary],
-                               **{c: m for c, m in self.writes.items() if c != primary}}
-            if not all(self.still_held(cell) for cell in self.locked if cell not in self.writes):
+        """The commit (any variant's), the pessimistic primary first if it is written (TiKV's
+        primary is the first key locked), so that its commit point checks that lock."""
+        primary = next(iter(self.locked), None)
+        if primary in self.writes:
+            self.writes = {primary: self.writes[primary],
+                           **{c: m for c, m in self.writes.items() if c != primary}}
+        return super().two_phase_commit()
+
+    def close(self, status) -> None:
+        """Close; then, unless the client crashed (it stopped: readers clean up), release
+        the pessimistic locks still held (best effort: else readers clean up)."""
+        super().close(status)
+        if self.status != TxStatus.CRASHED:
+            try:
                 self.release_all()
-                return False
-        ok = super().two_phase_commit()
-        self.release_all()          # a no-op where the commit erased the lock (one phase)
-        return ok
+            except StoreUnavailable:
+                pass
+
+    def unwritten_still_held(self) -> bool:
+        """Are the cells we locked but do not write still ours (one row transaction each)?"""
+        return all(self.still_held(cell) for cell in self.locked if cell not in self.writes)
 
     def still_held(self, cell: Cell) -> bool:
         """One row transaction: is our pessimistic lock on ``cell`` still there (TiKV's
@@ -285,7 +287,10 @@ class PessimisticTransaction:
         """On a cell we locked for update: in ONE row transaction, the paper's lock (and
         data) at ``start_ts``, if our pessimistic lock is still there (erased, except on
         the pessimistic primary, which keeps it until the commit point); elsewhere the
-        paper's prewrite."""
+        paper's prewrite. Before the primary's (the first), the cells locked but not
+        written must still be ours (TiKV: ``PessimisticLockNotFound``)."""
+        if m.cell == primary and not self.unwritten_still_held():
+            return False                        # before the first prewrite: nothing to undo
         if m.cell not in self.locked:
             return super().prewrite(m, primary)
         keep = m.cell == next(iter(self.locked))
@@ -329,15 +334,6 @@ class PessimisticTransaction:
                                [(lock_col(cell.column), self.txn_ts, None)])
             rt.explain(f"release the pessimistic lock on {cell}")
 
-    def try_roll_back_own(self) -> None:
-        """After a store failure before the commit point: also release the pessimistic
-        locks, if the store answers."""
-        super().try_roll_back_own()
-        try:
-            self.release_all()
-        except StoreUnavailable:
-            pass                          # left to the readers' cleanup
-
     def abort_pessimistic(self) -> None:
         """Release every pessimistic lock and close the transaction as aborted."""
         self.graph().done(self.txn_ts)
@@ -353,7 +349,7 @@ class PessimisticTransaction:
         return committed_read(rt, self.start_ts, cell.column)
 
     def graph(self) -> WaitForGraph:
-        """The store's wait-for graph."""
+        """The store's wait-for graph (the variant's state for this cluster)."""
         return wait_for_graph(self.cluster)
 
 
@@ -362,6 +358,10 @@ class PessimisticLocks(Variant):
 
     name = "pessimistic-locks"
     Transaction = PessimisticTransaction
+
+    def attach(self, cluster):
+        """The wait-for graph of the cluster's store (:func:`new_wait_for_graph`)."""
+        return new_wait_for_graph(cluster)
 
 
 class NoDetector(WaitForGraph):
@@ -373,16 +373,11 @@ class NoDetector(WaitForGraph):
             return True
 
 
-class PessimisticWithoutDetectorTransaction:
-    """For the deadlock demonstration only: waits are never checked for cycles."""
-
-    def graph(self) -> WaitForGraph:
-        return wait_for_graph(self.cluster, NoDetector)
-
-
 class PessimisticLocksWithoutDetector(PessimisticLocks):
     """BROKEN on purpose (notebook 09, the tests): pessimistic locks, no deadlock detection."""
 
     name = "pessimistic-locks-without-detector"
-    Transaction = type("PessimisticTransaction",
-                       (PessimisticWithoutDetectorTransaction, PessimisticTransaction), {})
+
+    def attach(self, cluster):
+        """A graph that never reports a cycle, in this process."""
+        return new_wait_for_graph(cluster, NoDetector)

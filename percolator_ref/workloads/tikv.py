@@ -464,3 +464,28 @@ def drive_crossing(s: Stepper, max_moves: int = 60) -> Stepper:
         for runner in movers:
             s.step(runner.name)
     return s
+
+
+# -- a reader pushing min_commit_ts (lock TTL, large transactions) ---------------------------
+def pushing_reader_stepper(variants: Callable) -> Stepper:
+    """A transfer Bob -> Joe and a reader of both accounts, a TTL far longer than the scene
+    (10 s): LockTTL's scenario for a reader that meets a live transaction's locks."""
+    return Stepper({"writer": transfer, "reader": read_both}, setup=figure4_setup,
+                   cleaner=None, make_cluster=lambda: make(variants, first_timestamp=5,
+                                                           lock_ttl=10.0))
+
+
+def drive_pushing_reader(s: Stepper, reader_moves: int = 6) -> Stepper:
+    """The writer reads and prewrites both accounts (it has taken its commit_ts and stands
+    before its commit point); the reader moves at most ``reader_moves`` times; then the
+    writer runs to its end, and the reader too."""
+    writer, reader = s.runners
+    for _ in range(4):                              # get Bob, get Joe, prewrite both
+        s.step(writer.name)
+    for _ in range(reader_moves):
+        if reader.runnable:
+            s.step(reader.name)
+    for runner in (writer, reader):
+        while runner.runnable:
+            s.step(runner.name)
+    return s
