@@ -428,3 +428,19 @@ def test_one_pc_writers_alone_get_past_a_dead_clients_lock(make_cluster):
     w = writer(cluster, ("r",), value=2)
     assert w.commit() is True
     assert settled(cluster)[("r", "v")] == 2
+
+
+def test_the_lost_reply_lesson_fails_with_the_old_commit_point_and_not_with_the_fix():
+    """notebook 09's lesson: the same schedule, the store losing the reply to the last
+    prewrite (and failing the rollback): the broken variant answers "aborted" and the reader
+    then sees the write (G1a); async commit answers "unknown", and the history the reader
+    then sees (the write, resolved as committed) is clean."""
+    from percolator_ref.variants.async_commit import AsyncCommitLastPrewriteAsPrewrite
+    from percolator_ref.workloads import tikv
+    broken = tikv.drive_in_turn(
+        tikv.lost_reply_stepper(lambda: [AsyncCommitLastPrewriteAsPrewrite()]))
+    assert [r.result for r in broken.runners] == ["aborted", (0, 0)]
+    assert [a.name for a in broken.cluster.check_history().anomalies] == ["G1a aborted read"] * 2
+    fixed = tikv.drive_in_turn(tikv.lost_reply_stepper(lambda: [AsyncCommit()]))
+    assert [r.result for r in fixed.runners] == ["unknown", (0, 0)]
+    assert fixed.cluster.check_history().ok

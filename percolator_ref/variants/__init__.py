@@ -65,8 +65,8 @@ every reader understands.
 Variants here (TiKV's; notebook 09): :class:`~percolator_ref.variants.rollback_records.RollbackRecords`
 (rollback records), :class:`~percolator_ref.variants.lock_ttl.LockTTL` (the lock's own
 TTL and ``CheckTxnStatus``), :class:`~percolator_ref.variants.one_pc.OnePC` (one-phase
-commit), :class:`~percolator_ref.variants.async_commit.AsyncCommit` (async commit,
-in-memory store) and :class:`~percolator_ref.variants.pessimistic.PessimisticLocks`
+commit), :class:`~percolator_ref.variants.async_commit.AsyncCommit` (async commit)
+and :class:`~percolator_ref.variants.pessimistic.PessimisticLocks`
 (pessimistic locks, deadlock detection). The lock fields they add live in
 :mod:`percolator_ref.variants.locks`. Spanner's:
 :class:`~percolator_ref.variants.truetime.SpannerTimestamps` (TrueTime instead of the

@@ -337,3 +337,21 @@ class AsyncCommitWithoutMaxTs(AsyncCommit):
 
     name = "async-commit-without-max-ts"
     Transaction = type("AsyncTransaction", (NoMaxTsTransaction, AsyncTransaction), {})
+
+
+class PrewritePhaseTransaction:
+    """For the anomaly only: every prewrite, the last one too, counts as before the commit
+    point (the code before issue 29's fix)."""
+
+    def prewrite(self, m, primary) -> bool:
+        """Set the phase back to PREWRITE, then prewrite (the bug shown)."""
+        self.phase = CommitPhase.PREWRITE
+        return super().prewrite(m, primary)
+
+
+class AsyncCommitLastPrewriteAsPrewrite(AsyncCommit):
+    """BROKEN on purpose (notebook 09, the tests): async commit that answers "aborted" when
+    the store fails at its last prewrite, though every lock may be there (it is committed)."""
+
+    name = "async-commit-last-prewrite-as-prewrite"
+    Transaction = type("AsyncTransaction", (PrewritePhaseTransaction, AsyncTransaction), {})

@@ -23,11 +23,13 @@ from typing import Callable, Optional
 import pandas as pd
 
 from ..cluster import Cluster
-from ..errors import ClientCrash
+from ..errors import ClientCrash, CommitOutcomeUnknown
+from ..faults import StoreFailsAt
 from ..interceptors import attach
 from ..model import CommitPhase, TxStatus, lock_col
 from ..services.clock import ManualClock
 from ..session import Session
+from ..step import Step
 from ..variants import Variant
 from ..viz.scenarios import figure4_setup, transfer
 from ..viz.stepper import Stepper
@@ -407,6 +409,35 @@ def drive_async(s: Stepper) -> Stepper:
         s.step(writer.name)
     while reader.runnable:
         s.step(reader.name)
+    return s
+
+
+def flaky_write_both(cluster) -> str:
+    """A writer of Bob and Joe whose store loses the reply to its last prewrite (Joe's) and
+    then fails its rollback too: its answer, ``"committed"``, ``"aborted"`` or
+    ``"unknown"`` (:class:`~percolator_ref.errors.CommitOutcomeUnknown`)."""
+    t = cluster.begin()
+    t.set("Bob", "bal", 0)
+    t.set("Joe", "bal", 0)
+    with attach(cluster.bigtable, StoreFailsAt(Step.PREWRITE_SECONDARY, applied=True),
+                StoreFailsAt(Step.ABORT_ROLLBACK, times=2)):
+        try:
+            return "committed" if t.commit() else "aborted"
+        except CommitOutcomeUnknown:
+            return "unknown"
+
+
+def lost_reply_stepper(variants: Callable) -> Stepper:
+    """Async commit's lost reply: the flaky writer, then a reader of both cells."""
+    return Stepper({"writer": flaky_write_both, "reader": read_both}, setup=figure4_setup,
+                   cleaner=None, make_cluster=lambda: make(variants, first_timestamp=5))
+
+
+def drive_in_turn(s: Stepper) -> Stepper:
+    """Each script to its end, in order (the writer first, then the reader)."""
+    for runner in s.runners:
+        while runner.runnable:
+            s.step(runner.name)
     return s
 
 

@@ -16,6 +16,9 @@ on one store, :func:`audit_combination` runs, each schedule on a fresh cluster:
   every prewrite of W (or its one-phase commit) arrives again;
 - **dying readers**: a reader that cleans up W's locks dies after each of its
   row transactions in turn, and the next reader finishes the job;
+- **a reader inside the commit**: after each row transaction of W's commit, a
+  reader runs to its end (it waits for W until W's TTL passes, then cleans W
+  up) and W goes on, finding its locks gone or not;
 - then a second writer V writes over W's cells, and a last reader settles the store.
 
 Each schedule is judged by the snapshot-isolation checker
@@ -143,6 +146,20 @@ class Recorder:
 
     def after(self, rt) -> None:
         self.steps.append(str(rt.step))
+
+
+class ReaderAfter:
+    """Inside W's commit: right after W's ``n``-th row transaction, a reader of every cell
+    runs to its end (it waits for W, alive, until W's TTL passes, then cleans W up), and W
+    goes on."""
+
+    def __init__(self, schedule, n: int):
+        self.schedule, self.n, self.count = schedule, n, 0
+
+    def after(self, rt) -> None:
+        self.count += 1
+        if self.count == self.n:
+            self.schedule.reader()
 
 
 class DieAfter:
@@ -322,15 +339,18 @@ class Schedule:
 
 
 def run_schedule(make, combination, shape, crash_after=None, fault=None, die_after=None,
-                 decide_first=False, record=None, blocked=False,
+                 decide_first=False, record=None, blocked=False, reader_inside=None,
                  factory: Callable = kit_variants) -> Figures:
-    """One schedule: W's commit (crash or fault; refused where ``blocked``), late duplicates,
-    readers, V, judgement."""
+    """One schedule: W's commit (crash or fault; refused where ``blocked``; a reader inside
+    it after its ``reader_inside``-th row transaction), late duplicates, readers, V,
+    judgement."""
     s = Schedule(make, combination, shape, factory)
     w = s.begin_writer(SHAPES[shape], 1)
     if blocked:
         s.blocker(SHAPES[shape][0])
     attached = [attach(s.cluster.bigtable, x) for x in (fault, record) if x is not None]
+    if reader_inside:
+        attached.append(attach(w.session, ReaderAfter(s, reader_inside)))
     try:
         s.commit(w, crash_after)
         if decide_first:                 # the outcome decided before its requests come again
@@ -378,6 +398,8 @@ def audit_shape(make, combination, shape, depth, total, factory=kit_variants) ->
             run(crash_after=point, decide_first=decide_first)
     for decide_first in (False, True):             # W's first request refused
         run(blocked=True, decide_first=decide_first)
+    for point in range(1, commit_steps + 1):       # a reader inside W's commit
+        run(reader_inside=point)
     counts: dict = {}
     for step in record.steps:
         counts[step] = counts.get(step, 0) + 1
