@@ -27,10 +27,6 @@ _FORMULA = re.compile(r"\$\$[^$]+?\$\$|\$(?![\d\s])[^$\n]*?(?<!\s)\$(?!\d)")
 
 # notebooks/ is edited in branch `facts`, which writes its money without `$`; until that
 # branch is merged these notebooks still hold `\$7`-style amounts.
-FACTS_PENDING = {"02_transfer_example.ipynb", "03_crash_and_cleanup.ipynb",
-                 "04_timestamp_oracle.ipynb", "09_what_tikv_changed.ipynb"}
-
-
 def typeset_dollars(markdown: str) -> list:
     """The paragraphs' excerpts where a ``$`` would be typeset (or left dangling) as math."""
     text = _FENCE.sub(" ", markdown)
@@ -51,11 +47,7 @@ def typeset_dollars(markdown: str) -> list:
 def markdown_cells():
     for folder in FOLDERS:
         for path in sorted((ROOT / folder).glob("*.ipynb")):
-            marks = ()
-            if folder == "notebooks" and path.name in FACTS_PENDING:
-                marks = pytest.mark.xfail(strict=False, reason="branch facts rewrites this "
-                                          "notebook's dollar amounts; remove once merged")
-            yield pytest.param(path, marks=marks, id=f"{folder}/{path.name}")
+            yield pytest.param(path, id=f"{folder}/{path.name}")
 
 
 @pytest.mark.parametrize("path", list(markdown_cells()))

@@ -306,12 +306,6 @@ def review_problems(nb: dict, name: str = "notebook") -> list:
     return found
 
 
-# Solutions whose reveal cells are not collapsed yet (rule 7): their exercises belong to other
-# authors (exercises/ and solutions/ are kept in step by tests/test_exercises_sync.py). Each must
-# still be found, so the set can only shrink.
-UNCOLLAPSED = {"solutions/09_rollback_records.ipynb", "solutions/10_async_commit.ipynb"}
-
-
 def _rel(path) -> str:
     return f"{path.parent.name}/{path.name}"
 
@@ -321,16 +315,7 @@ def test_questions_are_asked_before_the_page_answers_them(path):
     if path.name in NOT_CONVERTED:
         pytest.skip(NOT_CONVERTED[path.name])
     found = review_problems(json.loads(path.read_text()), path.name)
-    if _rel(path) in UNCOLLAPSED:
-        found = [p for p in found if "is not collapsed" not in p]
     assert found == []
-
-
-def test_uncollapsed_solutions_are_still_uncollapsed():
-    for path in NOTEBOOKS:
-        if _rel(path) in UNCOLLAPSED:
-            found = review_problems(json.loads(path.read_text()), path.name)
-            assert any("is not collapsed" in p for p in found), f"{_rel(path)}: collapsed now, remove it"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")

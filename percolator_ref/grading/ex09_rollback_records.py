@@ -8,9 +8,11 @@ of that transaction which arrives late, a prewrite the network delayed or
 delivered twice, is refused by the prewrite's own condition (no write record
 at or after ``start_ts``; ``check_for_newer_version`` in TiKV's
 ``src/storage/txn/actions/prewrite.rs``). When the primary holds neither the
-lock nor a commit, TiKV's status check writes the record all the same, since
-the primary's prewrite may still be on its way (``check_txn_status_missing_lock``
-in ``check_txn_status.rs``).
+lock nor a commit, TiKV's status check writes the record all the same if the
+request sets ``rollback_if_not_exist`` (otherwise it answers that the
+transaction is not found), since the primary's prewrite may still be on its
+way (``check_txn_status_missing_lock`` in ``check_txn_status.rs``); the
+exercise's cleanup always writes it.
 
 The student subclasses :class:`~percolator_ref.cleanup.Cleanup` as
 ``RollbackCleanup`` and writes two steps: ``rollback_writes(column, start_ts)``

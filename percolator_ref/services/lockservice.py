@@ -2,7 +2,8 @@
 
 Running clients (workers) hold a *liveness token*. The token carries the wall
 time of the client's last heartbeat on the cluster clock; a transaction
-refreshes it at each of its row transactions. Another client judges the
+refreshes it at each of its row transactions that may write (a read-only
+one never touches it: ``Session.row_transaction``). Another client judges the
 holder of a lock:
 
 - alive: it has a token, did not crash, and its last heartbeat is at most

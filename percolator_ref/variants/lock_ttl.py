@@ -1,11 +1,16 @@
 """The lock's own TTL and a status check at the primary (TiKV's ``CheckTxnStatus``).
 
-In the paper a reader that meets a lock asks the lock service whether the
-lock's *client* lives (§2.2: Chubby liveness tokens, plus a wall time the
-kit keeps in the token). A token speaks for a worker process, not for one
-transaction: a worker whose token is fresh (its other threads are busy) but
-whose transaction hung after prewriting blocks every reader of those cells
-for as long as the worker runs.
+In the paper (§2.2) a worker's token in Chubby says the worker lives, and a
+wall time written into each lock, refreshed during long commits, lets a
+reader clean up a lock whose wall time is too old even while the worker's
+token is valid (``../shared/PAPER_FACTS.md``, "§2.2 liveness"). The kit's own
+liveness model (:mod:`percolator_ref.services.lockservice`) is simpler and is
+the kit's, not the paper's: one token per client carrying its last
+heartbeat, and no time in the lock. That token speaks for a worker, not for
+one transaction: a worker whose token is fresh (its other threads are busy)
+but whose transaction hung after prewriting blocks every reader of those
+cells for as long as the worker runs. This variant closes that gap of the
+kit's model the way TiKV does.
 
 TiKV decides liveness from the lock itself. Each lock carries a ``ttl``
 counted from the transaction's start time ("the primary lock is expired"
@@ -32,7 +37,7 @@ committed -> roll the cell forward; locked and within its ttl -> back off
 and read again; locked and expired -> roll the primary back, then the cell;
 no lock and no write record -> rolled back. No cleanup decision reads a
 liveness token. A lock without a ttl (written by a cluster without this
-variant) is judged by the lock service, as in the paper.
+variant) is judged by the lock service, as in the kit's model.
 """
 from __future__ import annotations
 

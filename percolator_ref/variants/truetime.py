@@ -18,8 +18,10 @@ such timestamps as good as the oracle's:
 
 - **commit wait**: a commit takes ``latest`` as its timestamp and does not
   let the commit become visible (nor tell the client) until ``TT.after`` it,
-  that is until ``earliest`` has passed it: at most ``2ε`` (seed 004: 14 ms
-  for ``ε`` = 7 ms). Whoever starts after the commit is acknowledged then
+  that is until ``earliest`` has passed it: in the kit, with its fixed ``ε``
+  on a stopped clock, ``2ε`` (14 ms for ``ε`` = 7 ms); Spanner §4.2.1 expects
+  at least ``2·ε̄``, overlapped with Paxos communication (seed 004's "at most
+  ``2ε``" is wrong). Whoever starts after the commit is acknowledged then
   reads on a clock that is past the commit timestamp, so sees the write:
   **external consistency**, real-time order kept;
 - **read at a safe time**: a snapshot at ``t`` is read only once ``t`` has
