@@ -129,3 +129,42 @@ def test_on_the_site_shows_saved_views_not_reprs(path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_reset_then_step_in_jupyterlab_through_the_buttons(tmp_path):
+    """Issue 28, item 6: run a stepper to its end, show its widget, click Reset then Step.
+    The kernel may handle the two clicks on different threads; Step must still step."""
+    require_browser()
+    import nbformat
+    from playwright.sync_api import expect, sync_playwright
+    from lab_server import KERNEL_IDLE
+    root = tmp_path / "kit"
+    root.mkdir()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell(
+        "from percolator_ref.viz import figure4_stepper\n"
+        "s = figure4_stepper()\ns.run()\ns.widget()")]
+    nbformat.write(nb, root / "reset.ipynb")
+    with jupyterlab(root, tmp_path / "home", data_dir=tmp_path / "data") as (base, token):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                        args=CHROMIUM_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(f"{base}/lab/tree/reset.ipynb?token={token}")
+                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+                page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+                page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+                widget = page.locator(".jupyter-widgets.widget-vbox").first
+                expect(widget).to_contain_text("transfer finished: committed", timeout=60_000)
+                widget.get_by_role("button", name="Reset", exact=True).click()
+                expect(widget).to_contain_text("frame 0: initial state", timeout=30_000)
+                step = widget.get_by_role("button", name="Step", exact=True)
+                step.click()
+                expect(widget).to_contain_text("frame 1: T7 get Bob", timeout=30_000)
+                step.click()
+                expect(widget).to_contain_text("frame 2: T7 get Joe", timeout=30_000)
+                expect(widget).not_to_contain_text("different thread")
+            finally:
+                browser.close()
