@@ -49,11 +49,8 @@ def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, 
     exec(compile(answer, "<answer>", "exec"), namespace)
     spec = grading.exercise(n).exercise
     impl = namespace[spec.answer]
-    if spec.interactive:
-        own = self_check(spec, impl, only={r.name for r in failed})
-        assert [r.name for r in own.results] == [r.name for r in failed]
-    else:
-        own = grading.check(n, impl)
+    own = self_check(spec, impl, only={r.name for r in failed})
+    assert [r.name for r in own.results] == [r.name for r in failed]
     mine = {r.name: r.passed for r in own.results}
     assert not any(mine[r.name] for r in failed), f"the self-check passed what the grade failed: " \
                                                   f"{name}\n{own}"

@@ -204,3 +204,36 @@ INTERLEAVING = {
     "looks for newer write records only at the primary",
     "erases a dead holder's lock above start_ts on the spot",
 }
+
+
+
+def _full(conflict: str) -> str:
+    """A whole answer cell whose newer-write check is the student's ``conflict`` lines."""
+    conflict = textwrap.indent(textwrap.dedent(conflict), " " * 12)
+    return HEADER + f'''
+class PrewriteTransaction(Transaction):
+    def prewrite(self, m, primary):
+        column, is_primary = m.cell.column, m.cell == primary
+        step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
+        with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
+{conflict}            lock = rt.read(lock_col(column))
+            if lock is None:
+{textwrap.indent(WRITES, " " * 0)}                return True
+{textwrap.indent(CLEANUP, " " * 0)}'''
+
+
+# A delete committed after start_ts: only the conflict check's delete class shows these.
+WRONG.update({
+    "ignores a newer delete (nothing is left to overwrite)": _full('''\
+newer = rt.read(write_col(column), min_ts=self.start_ts)
+if newer is not None and newer[1].kind is WriteKind.PUT:    # someone wrote a newer value
+    return False
+'''),
+    "looks for a newer committed value by its data": _full('''\
+newer = rt.read(write_col(column), min_ts=self.start_ts)
+if newer is not None:
+    ts, write = newer
+    if rt.read(data_col(column), write.start_ts, write.start_ts) is not None:
+        return False                 # a newer version of the value: write-write conflict
+'''),
+})
