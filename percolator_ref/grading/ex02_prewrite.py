@@ -184,7 +184,7 @@ def _delete_ok(obs, p):
 
 # -- 2. conflicts -----------------------------------------------------------------------------
 
-@exercise.check("a write committed after start_ts is a write-write conflict, a delete too",
+@exercise.check("a write committed after start_ts is a write-write conflict",
                 params=_p("s0", "c0", "s_w", "s", "c_w"), classes=("put", "delete"))
 def _ww(trial, p):
     for kind in trial.each_class():
