@@ -198,3 +198,22 @@ INTERLEAVING = {
     "leaves the secondary to whoever already rolled the primary back",
     "rolls back a dead holder's primary lock met earlier without looking again",
 }
+
+
+# A holder still alive after more than ten backoffs: only the live-holder check's third value
+# class (an attempt past ten) shows these.
+WRONG.update({
+    "takes a live holder that outlasts ten backoffs for stuck and cleans it up": _answer(wait='''\
+if session.is_alive(lock.client) and attempt < 10:
+    session.backoff(attempt)       # give a live holder ten chances ...
+    return
+                                   # ... then it must be stuck: clean its lock up
+'''),
+    "gives up with an error after ten backoffs": _answer(wait='''\
+if session.is_alive(lock.client):
+    if attempt > 10:
+        raise TimeoutError(f"{cell} is still locked by {lock.client} after {attempt} tries")
+    session.backoff(attempt)
+    return
+'''),
+})
