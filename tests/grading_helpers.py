@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import zipfile
 from pathlib import Path
@@ -50,13 +49,8 @@ def solution_answer(n: int) -> str:
 
 def load_catalogue(n: int) -> dict:
     """``WRONG`` of tests/wrong_answers/exNN_*.py."""
-    paths = sorted((REPO / "tests" / "wrong_answers").glob(f"ex{n:02d}_*.py"))
-    if not paths:
-        return {}
-    spec = importlib.util.spec_from_file_location(f"wrong_answers_ex{n:02d}", paths[0])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.WRONG
+    from percolator_ref.commands.common_mistakes import load_catalogue as load
+    return load(n, REPO / "tests" / "wrong_answers")
 
 
 def as_json(value) -> str:

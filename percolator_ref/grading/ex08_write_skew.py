@@ -6,9 +6,11 @@ paper's isolation: a transaction aborts only on a write-write conflict)
 allows write skew: two withdrawals read both balances in overlapping
 snapshots, each writes a *different* balance, both commit, and the total goes
 negative. The student writes ``withdraw(txn, customer, account, amount) ->
-bool`` that keeps the constraint by *materialising the conflict*: both
-withdrawals of one customer write a common cell, so the write-write check
-aborts one of them; withdrawals of different customers must not conflict.
+bool`` that keeps the constraint under every interleaving, with Percolator's
+own conflict rule as the only means; withdrawals of different customers must
+not conflict. The exercise leaves the idea to the student (the solution
+notebook has it), so the feedback below says which guarantee broke and how,
+never the fix.
 
 The student's ``withdraw`` runs in the sandbox, inside a reference
 :class:`~percolator_ref.Transaction` on a proxy cluster: every row
@@ -235,8 +237,9 @@ def _judge_pair(p, amounts, before: int):
         require(_total(balances) >= 0,
                 f"A withdraws {amounts[0]} from checking and B {amounts[1]} from savings of "
                 f"{p['customer']} (total {before}): in this schedule the total ends at "
-                f"{_total(balances)} ({said_}): write skew. Make both withdrawals write a common "
-                f"cell, so the write-write check aborts one of them")
+                f"{_total(balances)} ({said_}): write skew. Each checked the total in its own "
+                f"snapshot and the commits let both through: the committed total must stay "
+                f">= 0 in every interleaving (rule 3)")
         for label, c in clients.items():
             require(c.answer in ({"value": True}, {"value": False}),
                     f"withdraw must return True or False; {label}'s {said(c.answer)}")
@@ -326,8 +329,8 @@ def _independent(trial, p):
     w.call(mine, "commit")
     w.call(theirs, "commit")
     require(_committed(w, mine) and _committed(w, theirs),
-            f"{p['customer']}'s and {p['other']}'s concurrent withdrawals touch different "
-            f"customers' rows: the materialised conflict must be per customer, so both commit; "
+            f"{p['customer']}'s and {p['other']}'s concurrent withdrawals are of different "
+            f"customers, both well covered: both must commit (rule 4); "
             f"committed: {p['customer']} {_committed(w, mine)}, {p['other']} "
             f"{_committed(w, theirs)}")
     balances = [_balances(w, p["customer"]), _balances(w, p["other"])]

@@ -25,7 +25,7 @@ import pandas as pd
 from ..cluster import Cluster
 from ..errors import ClientCrash
 from ..interceptors import attach
-from ..model import CommitPhase, TxStatus
+from ..model import CommitPhase, TxStatus, lock_col
 from ..services.clock import ManualClock
 from ..session import Session
 from ..variants import Variant
@@ -196,15 +196,25 @@ def late_prewrite(cluster) -> str:
     Prewrites Bob (primary) and Joe; then (paused past its TTL meanwhile) its
     duplicate prewrite of Bob arrives, and it goes on to its commit point and its
     secondary if it still can. Each line is one named step of Figure 6 (one row
-    transaction); a crash (the stepper's) closes it as crashed."""
+    transaction); a crash (the stepper's) closes it as crashed. A refused prewrite
+    aborts it as Figure 6's client aborts: it erases the locks it still holds
+    (``roll_back_own``), so no run ends with its locks left and nobody to clean them (as
+    when the reader crashed and the duplicate met the writer's own lock). Where a
+    cleaner already erased them, nothing is left to erase and no step is added."""
     t = cluster.begin()
     t.set("Bob", "bal", 3)
     t.set("Joe", "bal", 9)
     bob, joe = t.writes.values()
     try:
-        if not (t.prewrite(bob, bob.cell) and t.prewrite(joe, bob.cell)):
+        if not t.prewrite(bob, bob.cell):
+            return finish(t, "aborted")
+        if not t.prewrite(joe, bob.cell):
+            t.roll_back_own([bob])
             return finish(t, "aborted")
         if not t.prewrite(bob, bob.cell):            # the duplicate, delivered late
+            held = [m for m in (bob, joe) if _holds_lock(cluster, t, m)]
+            if held:
+                t.roll_back_own(held)
             return finish(t, "late prewrite refused")
         t.commit_ts = t.commit_timestamp()
         if not t.commit_primary(bob):
@@ -214,6 +224,13 @@ def late_prewrite(cluster) -> str:
         t.close(TxStatus.CRASHED)
         raise
     return finish(t, "committed")
+
+
+def _holds_lock(cluster, t, m) -> bool:
+    """Whether ``t``'s lock on ``m``'s cell is still there (what the refusal of a prewrite
+    tells its client: the lock it met; read here off the table, not a row transaction)."""
+    return any(ts == t.start_ts for ts, _ in
+               cluster.bigtable.versions(m.cell.table, m.cell.row, lock_col(m.cell.column)))
 
 
 def finish(t, outcome: str) -> str:
