@@ -322,11 +322,14 @@ def read_message(fd: int) -> dict:
 
 
 def parse(data: bytes) -> dict:
-    """One frame's body as a message (ProtocolError unless a JSON object)."""
+    """One frame's body as a message (ProtocolError unless a JSON object; a frame nested
+    deeper than the parser's recursion limit is one too)."""
     try:
         msg = json.loads(data)
     except ValueError:
         raise ProtocolError("not JSON") from None
+    except RecursionError:
+        raise ProtocolError("a message nested too deeply") from None
     if not isinstance(msg, dict):
         raise ProtocolError("a message must be a JSON object")
     return msg
@@ -378,16 +381,32 @@ class FrameReader:
 
 
 class PipeWriter:
-    """Thread-safe framed writes to one fd."""
+    """Thread-safe framed writes to one fd.
 
-    def __init__(self, fd: int):
+    ``deadline=True``: the fd is made non-blocking and each write takes a
+    deadline (a reader that stops reading holds the writer no longer).
+    """
+
+    def __init__(self, fd: int, deadline: bool = False):
         self.fd, self.lock = fd, threading.Lock()
+        self.poll = None
+        if deadline:
+            os.set_blocking(fd, False)
+            self.poll = select.poll()
+            self.poll.register(fd, select.POLLOUT)
 
     def send(self, msg: dict) -> None:
         self.write(frame(msg))
 
-    def write(self, data: bytes) -> None:
-        """Write one whole frame."""
+    def write(self, data: bytes, deadline: float = None) -> None:
+        """Write one whole frame; TimeoutError if the reader has not taken it all by
+        ``deadline`` (``time.monotonic()``; only for a writer made with ``deadline=True``)."""
+        view = memoryview(data)
         with self.lock:
-            while data:
-                data = data[os.write(self.fd, data):]
+            while view:
+                try:
+                    view = view[os.write(self.fd, view):]
+                except BlockingIOError:          # a full pipe: wait for room until the deadline
+                    left = math.inf if deadline is None else deadline - time.monotonic()
+                    if left <= 0 or not self.poll.poll(None if left == math.inf else left * 1000):
+                        raise TimeoutError("the reader took no data in time") from None

@@ -34,7 +34,7 @@ from .feedback import escape_text, indent_lines, unreadable
 from .framework import spec_of
 from .generate import exercise_number
 from .interactive import run_trusted
-from .launcher import MB, NOT_RUN, InteractiveChild, Limits
+from .launcher import GRACE_SECONDS, MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
 from .policy import ROOT, private_roots, read_policy
 from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
@@ -113,8 +113,11 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         return g
     params = spec.params(secrets.randbits(63))
     info: dict = {}
-    g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
-                                 spec, params, limits, info)
+    try:
+        g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
+                                     spec, params, limits, info)
+    except Exception as exc:     # noqa: BLE001 - the grader's fault: the row still names its student
+        return _all_fail(g, spec, [f"grader error: {type(exc).__name__}: {exc}"[:300]], "")
     g.sandbox = info.get("sandbox", "")
     g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
     return g
@@ -178,7 +181,8 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
     """
     results, todo = {}, list(spec.checks)
     while todo:
-        with InteractiveChild(job, spec, limits) as child:
+        seconds = SETUP_SECONDS + sum(c.limit for c in todo)
+        with InteractiveChild(job, spec, limits, seconds) as child:
             problem = child.wait_ready()
             if info is not None and child.sandbox:
                 info["sandbox"] = child.sandbox
@@ -195,13 +199,16 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
 # -- many notebooks ----------------------------------------------------------------
 
 def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: int = 1,
-              folder=None, progress=None) -> list:
+              folder=None, progress=None, stall=None) -> list:
     """Grade every notebook, ``jobs`` at a time; grades in the order of ``paths``.
 
     With ``jobs > 1`` each notebook is graded in one of ``jobs`` worker
     processes (the trusted worlds are Python that holds the GIL: worker
     threads would take turns on one core). ``progress``: its ``update(1)`` is
-    called as each notebook is done.
+    called as each notebook is done. The run's watchdog: when no notebook is
+    done for ``stall`` seconds (default :func:`longest_notebook` and a minute),
+    the workers are ended (each kills its child's session) and every notebook
+    not done gets a row saying so, with its student and exercise.
     """
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
@@ -211,22 +218,64 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
     grades: dict = {}
     if jobs == 1 or len(tasks) < 2:
         return [_tick(progress, g) for _, g in map(_grade_task, tasks)]
+    stall = longest_notebook() + 60.0 if stall is None else stall
     context = multiprocessing.get_context("spawn")   # fresh interpreters: nothing forked
     with context.Pool(min(jobs, len(tasks)), initializer=_worker_started,
                       initargs=(list(sys.path),)) as pool:
-        for k, g in pool.imap_unordered(_grade_task, tasks):
-            grades[k] = _tick(progress, g)
+        done = pool.imap_unordered(_grade_task, tasks)
+        try:
+            while len(grades) < len(tasks):
+                k, g = done.next(timeout=stall)
+                grades[k] = _tick(progress, g)
+        except multiprocessing.TimeoutError:
+            pool.terminate()      # SIGTERM: each worker unwinds its grade, killing its child
+            pool.join()
+        else:
+            pool.close()          # every worker ends on its own: none is killed mid-exit
+            pool.join()
+    for k in set(range(len(tasks))) - set(grades):
+        grades[k] = _tick(progress, _stalled(tasks[k], stall))
     return [grades[k] for k in range(len(tasks))]
 
 
+def longest_notebook() -> float:
+    """The most seconds one notebook's grade may take: each check past its limit, then a
+    fresh child for the next one (:data:`SETUP_SECONDS`, :data:`.launcher.GRACE_SECONDS`)."""
+    from . import MODULES
+    specs = [exercise_module(n).exercise for n in MODULES]
+    return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit for s in specs)
+
+
+def _stalled(task, stall: float) -> Grade:
+    """The row of a notebook the run's watchdog ended: its student and exercise, and why."""
+    _, path, exercises_dir, _, folder, _ = task
+    with PREPARE:
+        g, spec, _ = prepare(path, exercises_dir, folder)
+    why = f"not graded: no notebook of the run finished for {stall:g} s, so the run ended it"
+    return _all_fail(g, spec, [why], "") if spec is not None else g
+
+
 def _grade_task(task) -> tuple:
-    """``(k, grade)`` of one notebook; a bulk run always finishes, so never raises."""
+    """``(k, grade)`` of one notebook; a bulk run always finishes, so never raises.
+
+    In a worker, SIGTERM (the pool ending early) unwinds the grade, so the notebook's
+    sandbox session is killed on the way out; outside a grade it ends the worker quietly.
+    """
     k, path, exercises_dir, limits, folder, others = task
+    if WORKER["started"]:
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         return k, grade(path, exercises_dir, limits, folder, others)
     except Exception as exc:     # noqa: BLE001 - a bulk run always finishes
         return k, Grade(str(path), path.stem,
                         problems=[f"grader error: {type(exc).__name__}: {exc}"])
+    finally:
+        if WORKER["started"]:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+WORKER = {"started": False}
+"""Is this process a grading worker (:func:`_worker_started`)?"""
 
 
 def _tick(progress, g: "Grade") -> "Grade":
@@ -239,11 +288,10 @@ def _worker_started(path: list) -> None:
     """In a grading worker: the main process's ``sys.path`` exactly (the sandbox's read
     policy derives from it; a spawned interpreter has the working directory in place of
     ``""``, and that would let a child read it). Ctrl-C is the main process's to handle;
-    SIGTERM (the pool ending early) unwinds, so the notebook's sandbox session is killed
-    on the way out."""
+    SIGTERM is handled while a notebook is graded (:func:`_grade_task`)."""
     sys.path[:] = path
+    WORKER["started"] = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _terminated)
 
 
 def _terminated(signum, frame):

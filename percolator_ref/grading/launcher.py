@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from .trusted import Hub
 MB = 1 << 20
 NOT_RUN = "not run: "
 SETUP_SECONDS = 20.0      # the child's start: imports, context cells, answer cells
+GRACE_SECONDS = 10.0      # past its checks' limits, how long a child lives before its watchdog
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,12 @@ def _session_members(sid: int) -> list:
 class InteractiveChild:
     """A sandboxed child connected by two pipes to a :class:`~.trusted.Hub` in this process."""
 
-    def __init__(self, job: dict, spec, limits: Limits):
+    def __init__(self, job: dict, spec, limits: Limits, seconds: float):
+        """``seconds``: how long the child may live once started (its checks' limits and
+        :data:`SETUP_SECONDS`); past it, and :data:`GRACE_SECONDS` more, the watchdog
+        kills its session."""
+        self.seconds, self.watchdog = seconds, None
+        self.ending = threading.Lock()
         self.job, self.spec, self.limits = job, spec, limits
         self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
         self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
@@ -160,10 +167,20 @@ class InteractiveChild:
         for fd in (down_r, up_w, result):
             os.close(fd)
             self.fds.remove(fd)
-        writer = PipeWriter(down_w)
+        writer = PipeWriter(down_w, deadline=True)
         self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r).receive,
-                       student_write=lambda data: _write_quietly(writer, data))
+                       student_write=lambda data, deadline: _write_quietly(writer, data, deadline))
+        self.watchdog = threading.Timer(self.seconds + GRACE_SECONDS, self.expire)
+        self.watchdog.daemon = True
+        self.watchdog.start()
         return self
+
+    def expire(self) -> None:
+        """The watchdog: the child outlived every limit of the checks it serves; kill its
+        session (the world then meets a closed channel, whatever it was waiting for)."""
+        with self.ending:
+            if self.proc is not None and self.proc.returncode is None:
+                kill_session(self.proc.pid)
 
     def wait_ready(self):
         """None once the child's answer cells ran; else the reason every check fails."""
@@ -195,9 +212,12 @@ class InteractiveChild:
         return "the grading process of your code stopped before it was ready"
 
     def __exit__(self, *exc):
+        if self.watchdog is not None:
+            self.watchdog.cancel()
         if self.proc is not None:
-            kill_session(self.proc.pid)
-            self.proc.wait()
+            with self.ending:               # not reaped while the watchdog kills its session
+                kill_session(self.proc.pid)
+                self.proc.wait()
             privileges.sweep(self.privileges)
         for fd in self.fds:
             try:
@@ -208,8 +228,11 @@ class InteractiveChild:
         return False
 
 
-def _write_quietly(writer: PipeWriter, data: bytes) -> None:
+def _write_quietly(writer: PipeWriter, data: bytes, deadline: float) -> None:
+    """Write a frame to the child by ``deadline`` (TimeoutError if it stopped reading)."""
     try:
-        writer.write(data)
+        writer.write(data, deadline)
+    except TimeoutError:
+        raise
     except OSError:
         pass                        # the child is gone: its channel's reader reports it

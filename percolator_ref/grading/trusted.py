@@ -19,7 +19,9 @@ a delayed client: the clock moves on under the others' waits.
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
+import math
 import pickle
 import queue
 import time
@@ -34,12 +36,14 @@ from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
-from .channel import SCHEDULED, ProtocolError, addressed, check_client_message, encode, encode_row
+from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
 from .clients import ClientHost
-from .framework import require
+from .battery import BudgetExceeded
+from .framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
+MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
 STEPS = frozenset(s.value for s in Step)
@@ -58,7 +62,8 @@ class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
     ``student_send(msg)`` carries a message to the student's clients (or, with
-    ``student_write``, its frame: :func:`~.channel.addressed`). Their
+    ``student_write(frame, deadline)``, its frame: :func:`~.channel.addressed`; a
+    write not taken by ``deadline`` raises TimeoutError). Their
     messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
     message, None once it closed, TimeoutError), or else arrive through
     :meth:`arrive` (an in-process host, from its threads). Reference clients
@@ -94,21 +99,35 @@ class Hub:
         except TimeoutError:
             raise queue.Empty from None
 
-    def send(self, host: str, msg: dict, cid: int):
-        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns the
-        message as bytes that are equal for equal messages (:meth:`TrustedWorld.tell`)."""
+    def send(self, host: str, msg: dict, cid: int, deadline: float = math.inf) -> bytes:
+        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns a
+        digest of the message, equal for equal messages (:meth:`TrustedWorld.tell`).
+
+        CheckTimeout if the student's side has not taken the message by ``deadline``
+        (a child that stops reading); ProtocolError if it is too large to frame. Nothing
+        is written to a student's side that is broken.
+        """
         if host == "trusted":
             key = pickle.dumps(msg, PICKLE_PROTOCOL)    # the values as they are, never loaded
             msg["cid"] = cid
             self.trusted.deliver(msg)
-            return key
+            return _digest(key)
         text, data = addressed(msg, cid)
-        if self.student_write is not None:
-            self.student_write(data)
-        else:
+        if self.student_write is not None and not self.broken:
+            try:
+                self.student_write(data, deadline)
+            except TimeoutError:
+                self.broken = "timeout"
+                raise CheckTimeout("the grading process of your code stopped reading") from None
+        elif self.student_write is None:
             msg["cid"] = cid
             self.student_send(msg)
-        return text
+        return _digest(text.encode())
+
+
+def _digest(data: bytes) -> bytes:
+    """What the world keeps of a message it sent: 16 bytes, not the message."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 @dataclass(eq=False)
@@ -125,7 +144,7 @@ class Client:
     pending: Optional[dict] = None
     done: bool = False
     crashed: bool = False
-    heard: list = field(default_factory=list)       # every message the world sent it, in order
+    heard: list = field(default_factory=list)       # a digest of every message the world sent it
     commits: list = field(default_factory=list)     # (table, row, column, Write) it committed
     locked: list = field(default_factory=list)      # (table, row, column, Lock) it prewrote
 
@@ -184,6 +203,7 @@ class TrustedWorld(World):
         self.recording = True              # keep the cells after each step (off while exploring)
         self.doomed: set = set()
         self.messages = 0
+        self.written = 0                   # bytes the clients wrote into the store
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
         self.scope = Scope()               # what student clients may write (set by the exercise)
@@ -242,7 +262,7 @@ class TrustedWorld(World):
                 c.pending = msg
                 return
             else:
-                self.serve(c, msg)
+                self.handle(c, msg)
 
     def next_message(self, c: Client) -> dict:
         """The next message of ``c``; messages of crashed or finished clients are dropped."""
@@ -258,9 +278,10 @@ class TrustedWorld(World):
                 raise Violation("the grading process of your code exited")
             try:
                 msg = raw if host == "trusted" else check_client_message(raw)
-            except ProtocolError as exc:
+            except Exception as exc:     # noqa: BLE001 - ProtocolError, or a value the codec refused
                 self.hub.broken = "protocol"
-                raise Violation(f"a malformed message reached the store ({exc})") from None
+                raise Violation(f"a malformed message reached the store "
+                                f"({_short(exc)})") from None
             sender = self.clients.get(msg["cid"])
             if sender is c and host == c.host:
                 self.count()
@@ -276,10 +297,27 @@ class TrustedWorld(World):
             raise Violation(f"more than {MAX_MESSAGES} requests (an endless retry loop?)")
 
     # -- serving one request ---------------------------------------------------------
+    def handle(self, c: Client, msg: dict) -> None:
+        """:meth:`serve` ``msg``; any error while serving it (a reply too large to frame,
+        a value nested too deeply to encode, ...) is ``c``'s violation of the protocol:
+        the check fails, and the student's side is not used again (a fresh one serves
+        the next check). A verdict (:class:`~.framework.Fail`), a time limit or a budget
+        raised meanwhile stays what it is."""
+        try:
+            self.serve(c, msg)
+        except JUDGED:
+            raise
+        except Exception as exc:         # noqa: BLE001 - the client's doing, never the grade's end
+            if c.host == "student":
+                self.hub.broken = "protocol"
+            raise Violation(f"a request ({msg.get('op')}) from {c.label} broke the channel's "
+                            f"rules: {_short(exc)}") from None
+
     def tell(self, c: Client, msg: dict) -> None:
         """Send ``msg`` to client ``c``, and remember it: a client is a function of what it
-        heard, so its history stands for its state in :meth:`fingerprint`."""
-        c.heard.append(self.hub.send(c.host, msg, c.cid))
+        heard, so its history (a digest per message) stands for its state in
+        :meth:`fingerprint`."""
+        c.heard.append(self.hub.send(c.host, msg, c.cid, self.deadline))
 
     def reply(self, c: Client, value, encoder=encode) -> None:
         """Answer ``c``'s request; a trusted client (in this process) gets ``value`` as it is."""
@@ -387,21 +425,21 @@ class TrustedWorld(World):
                     return msg
                 if msg["op"] == "answer" or self.depth > MAX_NESTING:
                     raise Violation(f"{c.label} left a row transaction open")
-                self.serve(c, msg)
+                self.handle(c, msg)
         finally:
             self.depth -= 1
 
     def apply(self, c: Client, rt, end: dict) -> None:
-        error = None
         if end["commit"] and end["mutations"] and c.host == "student" and \
                 self.scope.refuses(rt.table, rt.row):
             rt.__exit__(Violation, None, None)
             raise Violation(f"{c.label} wrote the row {escape_text(rt.table[:80])}/"
                             f"{escape_text(rt.row[:80])}, outside what this exercise gives your "
                             f"code ({self.scope.describe()})")
+        error = self.within_budget(rt, end) if end["commit"] else None
         commit_points = _commit_points(rt, end["mutations"]) if end["commit"] else []
         try:
-            for column, ts, value in end["mutations"] if end["commit"] else ():
+            for column, ts, value in end["mutations"] if end["commit"] and not error else ():
                 rt.write(column, ts, value) if value is not None else rt.erase(column, ts)
         except (TypeError, ValueError) as exc:
             error = exc
@@ -421,6 +459,17 @@ class TrustedWorld(World):
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
+
+    def within_budget(self, rt, end: dict):
+        """None, or a ValueError once the clients have written more than
+        :data:`MAX_WRITTEN` bytes into this world's store (its cells are kept after every
+        step: an unbounded store would grow the grader's memory with the square of it)."""
+        self.written += len(rt.table) + len(rt.row) + sum(
+            len(column) + _size(value) for column, _, value in end["mutations"])
+        if self.written > MAX_WRITTEN:
+            return ValueError(f"more than {MAX_WRITTEN >> 10} KiB written into the store, "
+                              f"more than any answer needs")
+        return None
 
     def note(self, c: Client, what: str, mutations=()) -> None:
         """Log one step with the cells after it (the counterexample's frames)."""
@@ -446,7 +495,7 @@ class TrustedWorld(World):
                 self.crash_client(c)
             else:
                 msg, c.pending = c.pending, None
-                self.serve(c, msg)
+                self.handle(c, msg)
                 self.drive(c)
 
     def fingerprint(self):
@@ -469,15 +518,18 @@ class TrustedWorld(World):
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
                       for r, cols in by_row.items())
         begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
-        return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
+        return (_digest(repr(rows).encode()), self.cluster.clock.now(), self.oracle.peek(),
                 tuple(self.cluster.lockservice.tokens().items()), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
     def close(self) -> None:
         """End every client that is still waiting for calls (its thread or greenlet)."""
-        for c in self.clients.values():
-            if not c.crashed:
-                self.tell(c, {"op": "bye"})
+        try:
+            for c in self.clients.values():
+                if not c.crashed:
+                    self.tell(c, {"op": "bye"})
+        except CheckTimeout:             # it stopped reading: the hub is broken, a fresh
+            pass                         # child serves the next check
         self.clients.clear()
 
     def crash_client(self, c: Client) -> None:
@@ -518,6 +570,21 @@ def _commit_points(rt, mutations) -> list:
         return found
     except (TypeError, ValueError):
         return []                                  # a malformed mutation: apply refuses it
+
+
+JUDGED = (Fail, Violation, CheckTimeout, BudgetExceeded)
+"""What a check's run may raise on purpose: a verdict, a broken rule, a time limit, a budget."""
+
+
+def _size(value) -> int:
+    """About how many bytes ``value`` takes in the store's dump."""
+    if value is None or isinstance(value, (bool, int, float, Lock, Write)):
+        return 16
+    return len(value) if isinstance(value, (str, bytes)) else len(repr(value))
+
+
+def _short(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _row_value(rt) -> dict:
