@@ -161,3 +161,33 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
     return None
 '''),
 })
+
+
+# Another transaction's lock on the primary, whose own prewrite never landed: only the
+# secondary-reader check's third and fourth value classes show these.
+WRONG.update({
+    "rolls back whatever lock the primary holds": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    lock = rt.read(lock_col(primary.column))
+    if lock is not None:                        # the primary is still locked: roll it back
+        rows.apply(rt, self.rollback_writes(primary.column, lock[0]))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "takes the primary's lock at or below start_ts for the transaction's": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    lock = rt.read(lock_col(primary.column), start_ts)      # a lock from before we started
+    if lock is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, lock[0]))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+})
