@@ -8,7 +8,7 @@
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
 #   make release      build/release/: the student edition (folder, zip, browser site), no answers
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
-#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 145: minutes)
+#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
 #   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers

@@ -21,7 +21,9 @@ client finished, and which transactions left write records (committed); the
 client's answer counts only as what ``withdraw`` returned. The families of
 interleavings are enumerated by :meth:`~.interactive.Trial.explore`: every
 schedule with at most two preemptions of two withdrawals of two different
-amounts, and of two withdrawals after an earlier one of the same customer. No family crashes a withdrawal:
+amounts (in both value classes, enumerated: each takes more than its own
+account holds, or only one does), and of two withdrawals after an earlier one
+of the same customer. No family crashes a withdrawal:
 ``withdraw`` only reads and buffers, and a crash after it is the reference
 commit's business (exercises 1-4). Customers, balances, amounts and timestamps come from the secret;
 each withdrawal of a family needs the other account's money (it is larger
@@ -267,16 +269,34 @@ def _alone(w, p, clients, won, amounts, before, said_) -> None:
             f"{second}'s, which no longer fits, return False ({said_})")
 
 
-@exercise.check("every interleaving of two withdrawals keeps the total >= 0", params=_params,
-                limit=30.0)
-def _skew(trial, p):
-    amounts = (p["big"], p["big"] - 1)                   # two different amounts, each too big
+EACH_OVER, ONE_OVER = "each overdraws its own account", "only B overdraws its own account"
 
-    def family(w):
-        _open_accounts(w, p, {"customer": (p["checking"], p["savings"])})
-        return _pair(p, amounts)
-    trial.explore(family, _judge_pair(p, amounts, p["checking"] + p["savings"]),
-                  ttl=FAMILY_TTL, crashes=0)
+
+def _value_class(balances, amounts) -> str:
+    """Which of A (from checking) and B (from savings) take more than their own account holds."""
+    over = [amount > balance for amount, balance in zip(amounts, balances)]
+    return {(True, True): EACH_OVER, (False, True): ONE_OVER}.get(tuple(over), f"over: {over}")
+
+
+def _skew_amounts(p, value_class) -> tuple:
+    """A's and B's amounts: together more than the total, each alone leaving >= 100."""
+    if value_class == EACH_OVER:
+        return p["big"], p["big"] - 1                    # two different amounts, each too big
+    return p["checking"] - p["small"], p["savings"] + 2 * p["small"]   # A fits in checking
+
+
+@exercise.check("every interleaving of two withdrawals keeps the total >= 0", params=_params,
+                limit=40.0, classes=(EACH_OVER, ONE_OVER))
+def _skew(trial, p):
+    for value_class in trial.each_class():
+        amounts = _skew_amounts(p, value_class)
+        trial.covered(value_class, _value_class((p["checking"], p["savings"]), amounts))
+
+        def family(w):
+            _open_accounts(w, p, {"customer": (p["checking"], p["savings"])})
+            return _pair(p, amounts)
+        trial.explore(family, _judge_pair(p, amounts, p["checking"] + p["savings"]),
+                      ttl=FAMILY_TTL, crashes=0)
 
 
 @exercise.check("every interleaving of two withdrawals after an earlier one keeps the total >= 0",
