@@ -25,8 +25,6 @@ _CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 # not closed after a blank (TeX's and pandoc's rule for what is math).
 _FORMULA = re.compile(r"\$\$[^$]+?\$\$|\$(?![\d\s])[^$\n]*?(?<!\s)\$(?!\d)")
 
-# notebooks/ is edited in branch `facts`, which writes its money without `$`; until that
-# branch is merged these notebooks still hold `\$7`-style amounts.
 def typeset_dollars(markdown: str) -> list:
     """The paragraphs' excerpts where a ``$`` would be typeset (or left dangling) as math."""
     text = _FENCE.sub(" ", markdown)
@@ -56,6 +54,19 @@ def test_no_markdown_cell_typesets_a_dollar_amount(path):
     bad = [(i, hit) for i, cell in enumerate(nb.cells) if cell.cell_type == "markdown"
            for hit in typeset_dollars(cell.source)]
     assert bad == [], f"{path.name}: write money as '10 dollars' (cell, text): {bad}"
+
+
+def markdown_pages():
+    """The kit's own Markdown pages: JupyterLab's Markdown viewer typesets them too."""
+    pages = [ROOT / "README.md", ROOT / "START_HERE.md", ROOT / "exercises" / "README.md",
+             ROOT / "release" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [pytest.param(p, id=str(p.relative_to(ROOT))) for p in pages if p.exists()]
+
+
+@pytest.mark.parametrize("path", markdown_pages())
+def test_no_markdown_page_typesets_a_dollar_amount(path):
+    bad = typeset_dollars(path.read_text(encoding="utf-8"))
+    assert bad == [], f"{path.name}: write money as '10 dollars': {bad}"
 
 
 def test_every_folder_has_notebooks():
