@@ -176,6 +176,7 @@ class TrustedWorld(World):
         self.messages = 0
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
+        self.footprint: Optional[set] = None    # what the transition being run touched
 
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
@@ -292,11 +293,26 @@ class TrustedWorld(World):
         """Answer ``c``'s request; a trusted client (in this process) gets ``value`` as it is."""
         self.tell(c, {"op": "reply", "value": value if c.host == "trusted" else encoder(value)})
 
+    def touch(self, what: tuple, mode: str) -> None:
+        """Record that the transition being run reads (``"r"``) or writes (``"w"``) ``what``:
+        ``("row", table, row)``, ``("table", table)`` (every row of it), ``("oracle",)``,
+        ``("clock",)``, ``("ls",)`` (the lock service), ``("history",)``, ``("observers",)``,
+        ``("client", label)`` or ``("*",)`` (everything). :mod:`.schedules` reads these
+        footprints to tell independent transitions apart."""
+        if self.footprint is not None:
+            self.footprint.add((what, mode))
+
+    TOUCHES = {"peek": (("oracle",), "r"), "now": (("clock",), "r"), "sleep": (("clock",), "w"),
+               "observed": (("observers",), "r"), "disk": (("*",), "w")}
+
     def serve(self, c: Client, msg: dict) -> None:
         op = msg["op"]
+        if op in self.TOUCHES:
+            self.touch(*self.TOUCHES[op])
         if op == "row":
             return self.serve_row(c, msg)
         if op == "ts":
+            self.touch(("oracle",), "w")
             ts = self.oracle.get_timestamp()
             c.timestamps.append(ts)
             self.note(c, f"took timestamp {ts} from the oracle")
@@ -337,6 +353,7 @@ class TrustedWorld(World):
                     check_name(msg[name], name)
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} listed rows with a bad name ({exc})") from None
+        self.touch(("table", msg["table"]), "r")
         return self.cluster.bigtable.rows(msg["table"], msg["start"], msg["end"])
 
     def lock_service(self, c: Client, fn: str, name):
@@ -344,6 +361,8 @@ class TrustedWorld(World):
             raise Violation(f"{c.label} called the lock service with a bad client name {name!r}")
         if fn in ("register", "heartbeat"):
             c.names.add(name)
+        self.touch(("ls",), "r" if fn in ("is_alive", "status") else "w")
+        self.touch(("clock",), "r")               # liveness is judged against the clock
         result = getattr(self.cluster.lockservice, fn)(name)
         return result if fn in ("is_alive", "status") else None
 
@@ -357,6 +376,7 @@ class TrustedWorld(World):
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
                                                    step=Step(step))
+        self.touch(("row", msg["table"], msg["row"]), "r")
         try:
             rt.__enter__()
         except StoreUnavailable as exc:          # an injected store failure: nothing happened
@@ -412,6 +432,8 @@ class TrustedWorld(World):
             return self.fail(c, exc)
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
+        if ok and rt.mutations:
+            self.touch(("row", rt.table, rt.row), "w")
         if ok:
             self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
                       else f"{rt.step} {rt.row}", rt.mutations)
@@ -434,17 +456,34 @@ class TrustedWorld(World):
     def run(self, participants, chooser) -> list:
         """Run a family of clients, letting ``chooser`` pick each scheduled step."""
         clients = [self.spawn(p) for p in participants]
+        executed = getattr(chooser, "executed", None)
         while True:
             ready = [c for c in clients if c.pending is not None]
             if not ready:
                 return clients
             action, c = chooser.choose(ready, self)
+            self.footprint = {(("client", c.label), "w")}
+            records = len(self.cluster.history.records)
             if action == "crash":
                 self.crash_client(c)
             else:
                 msg, c.pending = c.pending, None
                 self.handle(c, msg)
                 self.drive(c)
+            if len(self.cluster.history.records) != records:
+                self.touch(("history",), "w")     # a reference client began a transaction
+            if not self.plain():
+                self.touch(("*",), "w")           # state this method does not know of
+            footprint, self.footprint = frozenset(self.footprint), None
+            if executed is not None:
+                executed(footprint, c.pending is not None)
+
+    def plain(self) -> bool:
+        """Is every piece of this world's state one :meth:`fingerprint` and :meth:`touch`
+        know of? Not in a subclass (state of its own) or with interceptors besides the
+        row-transaction budget (a check's hook has hidden state)."""
+        return (type(self) is TrustedWorld
+                and tuple(self.cluster.bigtable.interceptors) == self.guards)
 
     def fingerprint(self):
         """Everything the rest of a run depends on, hashable; None where unknown.
@@ -460,7 +499,7 @@ class TrustedWorld(World):
         interceptors of its own (a check's hook has hidden state) or a subclass
         with state of its own gives None: such a run is never merged with another.
         """
-        if type(self) is not TrustedWorld or tuple(self.cluster.bigtable.interceptors) != self.guards:
+        if not self.plain():
             return None
         cells = self.cluster.bigtable.dump()
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
@@ -483,6 +522,8 @@ class TrustedWorld(World):
     def crash_client(self, c: Client) -> None:
         """``c`` dies at its pending request: never answered again; its tokens crash."""
         c.crashed, c.pending = True, None
+        if c.names:
+            self.touch(("ls",), "w")
         for name in sorted(c.names):
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
