@@ -27,9 +27,10 @@ the world's state, taken from the messages served — ``("row", table, row)``
 read for every row transaction, written when it applied mutations;
 ``("table", t)`` read by a listing (it overlaps every row of ``t``); the
 oracle written by a timestamp, read by a peek; the clock read by ``now`` and
-the lock service, written by ``sleep``; the lock service written by
-register/heartbeat/crash/release and by a crash of a client that holds a
-name, read by is_alive/status; the history written when a reference client
+the lock service, written by ``sleep``; one token of the lock service
+(``("ls", name)``: every call the channel reaches touches only the token it
+names) written by register/heartbeat/crash/release and by the crash of a
+client that registered or heartbeat that name, read by is_alive/status; the history written when a reference client
 began a transaction; the client itself written by each of its transitions.
 A world whose state these do not cover (a subclass, a check's interceptor)
 marks every transition as touching everything.
@@ -40,8 +41,8 @@ transitions on different rows). Then running them in either order from the
 same state reaches the same state, and each sends its client the same
 messages: a transition depends only on what it reads and on its own client,
 and a client is a function of what it heard. A crash is a transition of its
-client (dependent on everything that client does) that writes the lock
-service. Judges read the final state and each client's own steps; a judge
+client (dependent on everything that client does) that writes its lock
+service tokens. Judges read the final state and each client's own steps; a judge
 that reads the order of two clients' steps in the log (exercise 8's "one ran
 before the other") sees the same order in the run kept, as the equivalence
 run checks.

@@ -296,7 +296,7 @@ class TrustedWorld(World):
     def touch(self, what: tuple, mode: str) -> None:
         """Record that the transition being run reads (``"r"``) or writes (``"w"``) ``what``:
         ``("row", table, row)``, ``("table", table)`` (every row of it), ``("oracle",)``,
-        ``("clock",)``, ``("ls",)`` (the lock service), ``("history",)``, ``("observers",)``,
+        ``("clock",)``, ``("ls", name)`` (one token of the lock service), ``("history",)``, ``("observers",)``,
         ``("client", label)`` or ``("*",)`` (everything). :mod:`.schedules` reads these
         footprints to tell independent transitions apart."""
         if self.footprint is not None:
@@ -361,7 +361,7 @@ class TrustedWorld(World):
             raise Violation(f"{c.label} called the lock service with a bad client name {name!r}")
         if fn in ("register", "heartbeat"):
             c.names.add(name)
-        self.touch(("ls",), "r" if fn in ("is_alive", "status") else "w")
+        self.touch(("ls", name), "r" if fn in ("is_alive", "status") else "w")   # one token
         self.touch(("clock",), "r")               # liveness is judged against the clock
         result = getattr(self.cluster.lockservice, fn)(name)
         return result if fn in ("is_alive", "status") else None
@@ -522,9 +522,9 @@ class TrustedWorld(World):
     def crash_client(self, c: Client) -> None:
         """``c`` dies at its pending request: never answered again; its tokens crash."""
         c.crashed, c.pending = True, None
-        if c.names:
-            self.touch(("ls",), "w")
         for name in sorted(c.names):
+            self.touch(("ls", name), "w")
+            self.touch(("clock",), "r")
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
         self.note(c, "crashed (never answered again)")
