@@ -93,8 +93,9 @@ class Chooser:
     crashed: int = 0
     seen: Optional[dict] = None                      # shared by the runs of one exploration
     limit: Optional[int] = None                      # steps of the shortest failure so far
-    drowsy: dict = field(default_factory=dict)       # asleep after the prefix's last choice,
-    preemptions: Optional[int] = None                # if independent of it: {option: footprint}
+    drowsy: dict = field(default_factory=dict)       # {option: footprint}: asleep after the
+                                                     # prefix's last choice if independent of it
+    preemptions: Optional[int] = None                # the bounds (None: unbounded)
     crashes: Optional[int] = None
     sleep: dict = field(default_factory=dict)        # asleep now: {option: footprint}
     sleeps: list = field(default_factory=list)       # per decision: the sleep set there
