@@ -72,6 +72,19 @@ def run_entry(n: int, source: str, reduce: bool, families: dict) -> list:
     return [(r.name, r.passed) for r in report.results]
 
 
+def table(n: int, rows: list, count: int, totals) -> None:
+    """Exercise ``n``'s families: schedules run and CPU seconds, before and after."""
+    print(f"\n{'ex':>2} {'family (check, #)':58} {'runs before':>11} {'after':>6} "
+          f"{'CPU s before':>12} {'after':>6}")
+    for r in rows:
+        print(f"{r['exercise']:2d} {(r['check'][:54] + ' #' + str(r['family'])):58} "
+              f"{r['runs_before']:11d} {r['runs_after']:6d} {r['cpu_before']:12.1f} "
+              f"{r['cpu_after']:6.1f}")
+    print(f"exercise {n}: {count} entries, schedules {sum(r['runs_before'] for r in rows)}"
+          f" -> {sum(r['runs_after'] for r in rows)}, CPU (whole self-checks) "
+          f"{totals[(n, 'before')]:.1f} s -> {totals[(n, 'after')]:.1f} s\n", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("exercises", nargs="*", type=int, help="default: every exercise")
@@ -103,21 +116,11 @@ def main(argv=None) -> int:
                          "cpu_before": round(b[3], 2), "cpu_after": round(a[3], 2)})
         totals[(n, "before")] += cpu[False]
         totals[(n, "after")] += cpu[True]
-    print()
-    print(f"{'ex':>2} {'family (check, #)':58} {'runs before':>11} {'after':>6} "
-          f"{'CPU s before':>12} {'after':>6}")
-    for r in rows:
-        print(f"{r['exercise']:2d} {(r['check'][:54] + ' #' + str(r['family'])):58} "
-              f"{r['runs_before']:11d} {r['runs_after']:6d} {r['cpu_before']:12.1f} "
-              f"{r['cpu_after']:6.1f}")
-    print()
-    for n in numbers:
-        mine = [r for r in rows if r["exercise"] == n]
-        print(f"exercise {n}: {len(entries(n))} entries, schedules {sum(r['runs_before'] for r in mine)}"
-              f" -> {sum(r['runs_after'] for r in mine)}, CPU (whole self-checks) "
-              f"{totals[(n, 'before')]:.1f} s -> {totals[(n, 'after')]:.1f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "differ": differ}, indent=1))
+        table(n, [r for r in rows if r["exercise"] == n], len(named), totals)
+        if args.json:                       # after each exercise: a cut-short run keeps them
+            Path(args.json).write_text(json.dumps({"rows": rows, "differ": differ,
+                                                   "done": numbers[:numbers.index(n) + 1]},
+                                                  indent=1))
     for n, name, before, after in differ:
         print(f"VERDICTS DIFFER: exercise {n} {name}: {before} vs {after}")
     print("verdicts: " + ("identical" if not differ else f"{len(differ)} entries differ"))
