@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -66,6 +67,39 @@ def catalogue(n: int):
 
 def as_json(value) -> str:
     return json.dumps(value)
+
+
+# -- broken zips (a class folder's hostile entries) ------------------------------------------
+
+def _patched_zip(path: Path, nb: Path, member: str, local: dict, central: dict) -> Path:
+    """A one-notebook zip with header bytes overwritten: ``{offset: bytes}`` in the local
+    file header and in the central directory header."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        z.write(nb, member)
+    data = bytearray(path.read_bytes())
+    where = {0: local, data.index(b"PK\x01\x02"): central}
+    for start, patch in where.items():
+        for offset, raw in patch.items():
+            data[start + offset:start + offset + len(raw)] = raw
+    path.write_bytes(bytes(data))
+    return path
+
+
+def broken_zips(folder: Path, nb: Path, member: str) -> dict:
+    """``{name: what is wrong}``: each a zip that zipfile cannot unpack."""
+    with zipfile.ZipFile(folder / "badcrc.zip", "w", zipfile.ZIP_STORED) as z:
+        z.write(nb, member)
+    data = bytearray((folder / "badcrc.zip").read_bytes())
+    middle = data.index(b'"cells"')                       # inside the stored notebook
+    data[middle + 1] ^= 0x20
+    (folder / "badcrc.zip").write_bytes(bytes(data))
+    with zipfile.ZipFile(folder / "dirclash.zip", "w") as z:
+        z.write(nb, member)
+        z.write(nb, f"{member}/again.ipynb")         # a member that is also a folder
+    _patched_zip(folder / "encrypted.zip", nb, member, {6: b"\x01\x00"}, {8: b"\x01\x00"})
+    _patched_zip(folder / "method99.zip", nb, member, {8: b"\x63\x00"}, {10: b"\x63\x00"})
+    return {"badcrc": "damaged member", "dirclash": "cannot be written",
+            "encrypted": "encrypted member", "method99": "unsupported compression method"}
 
 
 # -- exercise 1: attacks of a client on the grader's trusted world (test_grading_hostile.py,

@@ -6,6 +6,7 @@ copy, os._exit, an endless loop, writing outside the work dir, a background
 process, and inheriting / aliasing / delegating to the reference oracle; also
 sys.exit and exhausting memory.
 """
+import contextlib
 import csv
 import hashlib
 import json
@@ -324,12 +325,12 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     student_notebook(subs / "zz_good.ipynb", 5, solution_answer(5), student="=good student")
     before = subprocess.run(["git", "status", "--porcelain"], cwd=REPO, capture_output=True,
                             text=True).stdout
-    out, gs = tmp_path / "scores.csv", tmp_path / "results.json"
+    out = tmp_path / "scores.csv"
     env = dict(os.environ, TMPDIR=str(arena["gradetmp"]), PYTHONPATH=str(REPO))
     proc = subprocess.run(
         [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out), "-j", "2",
-         "--exercises", str(arena["exercises"]),
-         "--gradescope", str(gs)], capture_output=True, text=True, timeout=300, env=env)
+         "--exercises", str(arena["exercises"])],
+        capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == len(arena["answers"]) + 1
@@ -340,7 +341,6 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
     for row in rows:
         if row is not good[0]:
             assert row["checks_passed"] == "0" and row["score"] == "0.000", row
-    assert len(json.loads(gs.read_text())["tests"]) == len(ex05_oracle.exercise) * len(rows)
     assert f"1/{len(rows)} notebooks passed" in proc.stdout
     assert list(arena["outside"].iterdir()) == [] and list(arena["gradetmp"].iterdir()) == []
     assert session_processes_with(MARK) == []
@@ -548,3 +548,207 @@ def test_the_old_scenario_runner_attack_gains_nothing_on_exercise_8(tmp_path):
     failed = {r.name for r in g.checks if not r.passed}
     families = {r.name for r in g.checks if r.name.startswith("every")}
     assert families and failed == families, g.summary()
+
+
+# -- percolator replay: no terminal escape from a counterexample reaches the terminal -------------
+
+ESCAPES = {"clear screen": "\x1b[2J\x1b[H", "window title": "\x1b]0;pwned\x07",
+           "clipboard write": "\x1b]52;c;cm0gLXJmIH4=\x07",
+           "hyperlink": "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",
+           "C1 CSI": "\x9b31m", "carriage return": "\rPASS"}
+
+
+def hostile_counterexample() -> dict:
+    """A counterexample whose cells, names and texts carry terminal escapes (what a
+    student's code can write into the grader's store, and a file can hold)."""
+    from percolator_ref import Cluster, ManualClock
+    from percolator_ref.grading.channel import encode
+    cluster = Cluster(first_timestamp=1, clock=ManualClock())
+    txn = cluster.begin()
+    for k, (name, text) in enumerate(ESCAPES.items()):
+        txn.set(f"row{k}{text}", "bal", f"{name}: {text}")
+    txn.set("Bob", f"col{ESCAPES['window title']}", ESCAPES["clipboard write"])
+    assert txn.commit()
+    cells = encode(cluster.bigtable.dump())
+    steps = [{"client": f"A{text}", "did": f"prewrite-primary row0{text}", "cells": cells,
+              "writes": [[f"bal{text}", 1, text]], "clock": 0} for text in ESCAPES.values()]
+    return {"check": f"check {ESCAPES['clear screen']}", "failure": f"boom {ESCAPES['hyperlink']}",
+            "steps": steps}
+
+
+def test_a_replayed_counterexample_prints_no_terminal_escape(tmp_path, capsys):
+    from percolator_ref.commands import main
+    from percolator_ref.grading.replay import replay, save
+    path = save(hostile_counterexample(), tmp_path / "cx.json")
+    shown = replay(path).transcript()
+    assert main(["replay", str(path)]) == 0
+    printed = capsys.readouterr().out
+    for text in (shown, printed):
+        raw = [c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0)]
+        assert raw == [], raw[:10]
+        assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in text and "\\x9b31m" in text
+
+
+# -- exercise 8: an outcome is the world's log of the client's own steps, its writes in scope ------
+
+def forged_commit(answer: str, table: str) -> str:
+    """``answer`` that also writes a write record pointing at its own start_ts into a scratch
+    row of ``table`` (a delete's, so that no check of dangling data sees it)."""
+    return answer.replace("    return True\n", f'''    from percolator_ref.model import Write, WriteKind, write_col
+    with txn.cluster.bigtable.row_transaction({table!r}, f"scratch{{txn.start_ts}}") as rt:
+        rt.write(write_col("x"), txn.start_ts + 1, Write(txn.start_ts, WriteKind.DELETE))
+    return True
+''')
+
+
+def test_a_forged_write_record_gains_nothing_on_exercise_8(tmp_path):
+    """The bank-wide-cell answer fails "withdrawals of different customers do not conflict";
+    a write record it forges for its aborted transaction, in a scratch row of the bank or in a
+    table of its own, does not make it pass (7/7 when the verdict searched the store), and the
+    honest student graded in the same run keeps full marks."""
+    from percolator_ref.grading import ex08_write_skew
+    from percolator_ref.model import DEFAULT_TABLE
+    from grading_helpers import load_catalogue
+    bank = load_catalogue(8)["materialises the conflict in one bank-wide cell"]
+    paths = [student_notebook(tmp_path / f"{name}.ipynb", 8, source) for name, source in
+             [("bank", bank), ("row", forged_commit(bank, DEFAULT_TABLE)),
+              ("table", forged_commit(bank, "scratch")), ("honest", solution_answer(8))]]
+    plain, in_a_row, in_a_table, honest = grade_all(paths, limits=Limits())
+    total = len(ex08_write_skew.exercise)
+    assert 0 < plain.n_passed < total and honest.n_passed == total, (plain.summary(), honest.summary())
+    assert in_a_row.n_passed <= plain.n_passed and in_a_table.n_passed <= plain.n_passed
+    independent = "withdrawals of different customers do not conflict"
+    assert not any(r.passed for g in (in_a_row, in_a_table) for r in g.checks
+                   if r.name == independent)
+    assert any("outside what this exercise gives your code" in r.reason for r in in_a_table.checks)
+
+
+# -- a hostile class run: links, broken zips and a child filling the disk, beside honest students --
+
+DISK_FILLER = WRONG_ORACLE + '''
+import os, tempfile, time
+chunk = b"x" * (1 << 20)
+try:
+    for n in range(400):                           # up to 400 MB, 8 MB a file
+        with open(os.path.join(tempfile.gettempdir(), f"fill{n}"), "wb") as f:
+            for _ in range(8):
+                f.write(chunk)
+except OSError:
+    pass
+time.sleep(6)                                      # holding it while the others start
+'''
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, mb: int):
+    """``path`` as a tmpfs of ``mb`` MB (the grader's TMPDIR on a small disk); skip if this
+    process cannot mount one."""
+    path.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mb}m", "tmpfs", str(path)],
+                          capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_a_hostile_class_run_ends_with_one_row_per_student(tmp_path):
+    """Symbolic links, broken zips and a child filling the disk under -j 2 (the grader's
+    TMPDIR a 48 MB disk): one row per submission, full marks for each honest student, nothing
+    left in TMPDIR; the filler's own work directory is its own tmpfs, so the others never see
+    "No space left"."""
+    from grading_helpers import broken_zips
+    subs = tmp_path / "class"
+    honest = ["honest1", "honest2", "honest3"]
+    for name in honest:
+        (subs / name).mkdir(parents=True)
+        nb = student_notebook(subs / name / pristine_path(5).name, 5, solution_answer(5))
+    student_notebook(subs / "filler.ipynb", 5, DISK_FILLER)
+    (subs / "copier").mkdir()
+    (subs / "copier" / pristine_path(5).name).symlink_to(nb)
+    (subs / "sols.ipynb").symlink_to(next((REPO / "solutions").glob("05_*.ipynb")))
+    zips = broken_zips(subs, nb, pristine_path(5).name)
+    out = tmp_path / "scores.csv"
+    with small_tmpfs(tmp_path / "gradetmp", 48) as gradetmp:
+        env = dict(os.environ, TMPDIR=str(gradetmp), PYTHONPATH=str(REPO))
+        proc = subprocess.run(
+            [sys.executable, "-m", "percolator_ref", "grade", str(subs), "--csv", str(out),
+             "--exercise", "5", "-j", "2"], capture_output=True, text=True, timeout=600, env=env)
+        left = sorted(p.name for p in gradetmp.iterdir())
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = list(csv.DictReader(out.open()))
+    students = honest + ["filler", "copier", "sols"] + sorted(zips)
+    assert sorted(r["submission"] for r in rows) == sorted(students), [r["submission"] for r in rows]
+    n = str(len(ex05_oracle.exercise))
+    for row in rows:
+        if row["submission"] in honest:
+            assert (row["checks_passed"], row["checks_total"]) == (n, n), row
+        else:
+            assert row["checks_passed"] == "0" and row["checks_total"] == n, row
+    assert not any("No space left" in r["problems"] for r in rows if r["submission"] != "filler")
+    assert left == []
+
+
+# -- reference reuse through a helper nobody listed (hide by reachability) ------------------------
+
+REUSES_A_HELPER = '''
+from percolator_ref import Transaction, transaction
+from percolator_ref.model import lock_col
+from percolator_ref.transaction import SnapshotRead
+
+
+class SnapshotReadTransaction(Transaction):
+    def snapshot_read(self, rt, cell):
+        lock = rt.read(lock_col(cell.column), self.start_ts)
+        if lock is not None:
+            return SnapshotRead(lock=lock[1])
+        return transaction.committed_read(rt, self.start_ts, cell.column)
+'''
+
+
+def test_an_answer_calling_the_hidden_steps_helper_scores_nothing(tmp_path):
+    """Exercise 1's snapshot read left to ``transaction.committed_read`` (which holds most of
+    the hidden step: 17/17 when the hidden names were a hand-kept list) scores nothing."""
+    g = grade(student_notebook(tmp_path / "reuse.ipynb", 1, REUSES_A_HELPER), limits=Limits())
+    assert g.total and g.n_passed == 0, g.summary()
+
+
+PROBE = '''
+
+import importlib as _importlib
+_callable = []
+for _target in {targets!r}:
+    _module, _, _qualname = _target.partition(":")
+    _obj = _importlib.import_module(_module)
+    for _part in _qualname.split("."):
+        _obj = getattr(_obj, _part)
+    try:
+        _obj()
+    except Exception as _exc:                 # the stub raises ReferenceHidden, a real one TypeError
+        if type(_exc).__name__ != "ReferenceHidden":
+            _callable.append(_qualname)
+raise ValueError(f"probed {{len({targets!r})}}, callable: {{_callable}}")
+'''
+
+
+def hidden_exercises() -> list:
+    from percolator_ref import grading
+    return [n for n in sorted(grading.MODULES) if grading.exercise(n).exercise.hidden]
+
+
+@pytest.mark.parametrize("n", hidden_exercises())
+def test_no_helper_reachable_from_a_graded_reference_is_callable_in_the_sandbox(n, tmp_path):
+    """Every hidden target of exercise ``n`` and every function its code reaches that the
+    exercise does not hand the student (:mod:`percolator_ref.grading.reach`) is a stub in the
+    sandbox, probed from the answer cell after the solution's own code."""
+    from percolator_ref import grading
+    from percolator_ref.grading.reach import hidden_targets
+    spec = grading.exercise(n).exercise
+    targets = hidden_targets(spec, REPO / "exercises")
+    if n == 1:
+        assert "percolator_ref.transaction:committed_read" in targets
+    g = grade(student_notebook(tmp_path / "probe.ipynb", n,
+                               solution_answer(n) + PROBE.format(targets=targets)), limits=Limits())
+    assert f"ValueError: probed {len(targets)}, callable: []" in " ".join(g.problems), g.problems

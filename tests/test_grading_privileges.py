@@ -525,3 +525,71 @@ def test_without_namespaces_the_sweep_kills_a_setsid_double_fork(tmp_path):
     time.sleep(0.3)
     assert (work / "heartbeat").stat().st_size == beat
     assert privileges.processes_with(str(work)) == []
+
+
+# -- the disk: a child's own quota, and nothing left when a child cannot start (issue 30, hole 12) --
+
+DISK_HOG = '''
+import os
+
+
+def hog():
+    written = 0
+    try:
+        for n in range(64):
+            with open(os.path.join(os.environ["TMPDIR"], f"hog{n}"), "wb") as f:
+                for _ in range(4):
+                    f.write(b"x" * (1 << 20))
+                    written += 1
+    except OSError as exc:
+        return f"wrote {written} MB, then {type(exc).__name__} errno {exc.errno}"
+    return f"wrote {written} MB"
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        raise ValueError(hog())
+
+    def get_timestamp(self):
+        return 1
+'''
+
+
+def test_a_child_filling_its_disk_fills_only_its_own(tmp_path):
+    """The work directory is the child's own tmpfs of DISK_MB: writing 256 MB stops there with
+    "No space left" (ENOSPC), and the grader's temporary folder holds nothing of it."""
+    from grading_helpers import student_notebook
+    tmp = tmp_path / "gradetmp"
+    tmp.mkdir()
+    path = student_notebook(tmp_path / "hog.ipynb", 5, DISK_HOG)
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
+    script = ("import json, sys\nfrom percolator_ref.grading.grader import grade, Limits\n"
+              "g = grade(sys.argv[1], limits=Limits())\n"
+              "print(json.dumps([[r.reason for r in g.checks], g.sandbox]))")
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    problems, layers = json.loads(out.stdout.strip().splitlines()[-1])
+    if "namespaces unavailable" in layers or "mounts unchanged" in layers:
+        pytest.skip(f"no mount namespace here: {layers}")
+    assert any("errno 28" in p for p in problems), problems              # ENOSPC, in its own disk
+    written = int(problems[0].split("wrote ")[1].split(" MB")[0])
+    assert privileges.DISK_MB - 8 <= written <= privileges.DISK_MB, problems
+    assert "disk quota: its own" in layers, layers
+    assert list(tmp.iterdir()) == []
+
+
+def test_a_child_that_cannot_start_leaves_nothing_behind(tmp_path, monkeypatch):
+    from percolator_ref.grading import launcher
+    from grading_helpers import student_notebook
+    path = student_notebook(tmp_path / "x.ipynb", 5, solution_answer(5))
+    tmp = tmp_path / "gradetmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(launcher, "_popen", no_space)
+    fds = len(os.listdir("/proc/self/fd"))
+    [g] = grade_all([path], limits=Limits())
+    assert "No space left" in " ".join(g.problems) and g.n_passed == 0
+    assert list(tmp.iterdir()) == [] and len(os.listdir("/proc/self/fd")) == fds

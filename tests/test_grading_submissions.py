@@ -23,7 +23,8 @@ from percolator_ref.grading.results import gradescope, write_csv
 from percolator_ref.grading.gradescope import build_autograder
 from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
                                                 unpack_zip)
-from grading_helpers import REPO, load_catalogue, pristine_path, solution_answer, student_notebook
+from grading_helpers import (REPO, broken_zips, load_catalogue, pristine_path, solution_answer,
+                             student_notebook)
 
 LIMITS = Limits()
 N5 = len(grading.exercise(5).exercise.checks)          # exercise 5's checks
@@ -290,3 +291,116 @@ def test_cli_writes_the_autograder_and_names_bad_arguments(tmp_path, capsys):
         assert main(["grade", *argv]) == 2, argv
         assert message in capsys.readouterr().err, argv
     assert not (tmp_path / "x.zip").exists()
+
+
+# -- hostile class folders (issue 30, holes 10, 11, 14) -------------------------------------------
+
+def test_a_broken_zip_is_its_own_row_and_the_class_is_graded(tmp_path):
+    subs = tmp_path / "class"
+    (subs / "honest").mkdir(parents=True)
+    nb = student_notebook(subs / "honest" / own_name(5), 5, solution_answer(5))
+    expected = broken_zips(subs, nb, own_name(5))
+    grades = grade_submissions(subs, REPO / "exercises", LIMITS, only=5)
+    by = {g.submission: g for g in grades}
+    assert sorted(by) == sorted([*expected, "honest"]) and len(grades) == len(by)
+    assert by["honest"].n_passed == N5 and by["honest"].passed
+    for name, why in expected.items():
+        assert by[name].n_passed == 0 and why in by[name].problems[0], by[name].problems
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("percolator-unpack-*/zip-*"))
+
+
+@pytest.fixture
+def secret(tmp_path):
+    path = tmp_path / "secret" / "grader_key.txt"
+    path.parent.mkdir()
+    path.write_text("TOPSECRET-0123456789-abcdefghij-do-not-show")
+    return path
+
+
+def test_links_in_a_class_folder_are_refused(tmp_path, secret):
+    subs = tmp_path / "class"
+    (subs / "honest").mkdir(parents=True)
+    nb = student_notebook(subs / "honest" / own_name(5), 5, solution_answer(5))
+    (subs / "copier").mkdir()
+    (subs / "copier" / own_name(5)).symlink_to(nb)                    # a classmate's notebook
+    (subs / "sols.ipynb").symlink_to(next((REPO / "solutions").glob("05_*.ipynb")))
+    (subs / "whole").symlink_to(subs / "honest", target_is_directory=True)
+    (subs / "nested").mkdir()
+    (subs / "nested" / "in").symlink_to(subs / "honest", target_is_directory=True)
+    (subs / "keyholder").mkdir()
+    (subs / "keyholder" / own_name(5)).symlink_to(secret)
+    grades = grade_submissions(subs, REPO / "exercises", LIMITS, only=5)
+    by = {}
+    for g in grades:
+        by.setdefault(g.submission, []).append(g)
+    assert sorted(by) == ["copier", "honest", "keyholder", "nested", "sols", "whole"]
+    assert [g.n_passed for g in by["honest"]] == [N5]
+    for name in ("copier", "keyholder", "nested", "sols", "whole"):
+        assert sum(g.n_passed for g in by[name]) == 0, name
+        assert any("symbolic link" in p for g in by[name] for p in g.problems), name
+    assert "TOPSECRET" not in json.dumps(gradescope(grades)) + "".join(g.summary() for g in grades)
+
+
+def test_the_gradescope_path_never_quotes_a_file(tmp_path, secret):
+    """Gradescope's submission folder: a link to a secret is refused, and a file that is not
+    a notebook is reported without its contents."""
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / own_name(5)).symlink_to(secret)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / own_name(5)).write_text(secret.read_text())
+    for folder in (linked, plain):
+        grades = grade_submissions(folder, REPO / "exercises", LIMITS, only=5, whole=True)
+        shown = json.dumps(gradescope(grades))
+        assert "TOPSECRET" not in shown and "0123456789" not in shown, shown
+        assert sum(g.n_passed for g in grades) == 0
+        assert sum(t["max_score"] for t in gradescope(grades)["tests"]) >= N5
+    assert "symbolic link" in json.dumps(gradescope(grade_submissions(
+        linked, REPO / "exercises", LIMITS, only=5, whole=True)))
+
+
+NOSY = '''
+import json, sys
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        pass
+
+    def get_timestamp(self):
+        return 1
+
+
+frame, job = sys._getframe(), None
+while frame is not None and job is None:
+    job = frame.f_locals.get("job") if isinstance(frame.f_locals.get("job"), dict) else None
+    frame = frame.f_back
+raise ValueError(f"found job {job is not None}, lists a classmate {'qz' + 'honest' in json.dumps(job)}")
+'''
+
+
+def test_a_childs_job_lists_no_other_submission(tmp_path):
+    subs = tmp_path / "class"
+    (subs / "qzhonest").mkdir(parents=True)
+    student_notebook(subs / "qzhonest" / own_name(5), 5, solution_answer(5))
+    student_notebook(subs / "nosy.ipynb", 5, NOSY)
+    grades = grade_submissions(subs, REPO / "exercises", LIMITS, only=5)
+    by = {g.submission: g for g in grades}
+    assert by["qzhonest"].n_passed == N5
+    assert "found job True, lists a classmate False" in by["nosy"].problems[0], by["nosy"].problems
+
+
+def test_cli_refuses_one_gradescope_result_for_a_class(tmp_path, capsys):
+    from percolator_ref.commands import main
+    subs = tmp_path / "class"
+    subs.mkdir()
+    for name in ("ann", "bob"):
+        student_notebook(subs / f"{name}.ipynb", 5, solution_answer(5))
+    out = tmp_path / "results.json"
+    runs = [([str(subs), "--exercise", "5"], "holds 2 submissions"),
+            ([str(subs / "ann.ipynb")], "give --exercise N")]
+    for argv, message in runs:
+        assert main(["grade", *argv, "--gradescope", str(out)]) == 2, argv
+        assert message in capsys.readouterr().err, argv
+    assert not out.exists()

@@ -199,3 +199,37 @@ def test_the_run_watchdog_ends_a_stalled_run_with_a_row_per_notebook(tmp_path):
     assert all(g.passed for g in grades if g not in stalled)     # one done in time: graded
     time.sleep(1)
     assert set(sandbox_children()) <= before
+
+
+STORE_FLOOD = '''
+import gc
+
+
+def _attack():
+    """Once per world: 20 rows of 500 kB each (the world keeps its cells after each step)."""
+    host = next(o for o in gc.get_objects() if type(o).__name__ == "ClientHost")
+    cid = max(host.inboxes)
+    if host.request(cid, {"op": "rows", "table": "t", "start": None, "end": None}):
+        return
+    for k in range(20):
+        host.request(cid, {"op": "row", "table": "t", "row": f"r{k}", "step": "row-transaction"})
+        host.request(cid, {"op": "end", "commit": True, "mutations": [["c", 1, "v" * 500_000]]})
+'''
+
+
+@pytest.mark.timeout(400)
+def test_a_store_filled_by_a_client_does_not_grow_the_trusted_side(tmp_path):
+    """Exercise 1's solution writing 10 MB into each world's store: the world's log (its cells
+    after each step) and the exploration's fingerprints grew the grader to 2.2 GB; the
+    clients may write 256 KiB into a world's store (the solutions write at most 1.6 kB)."""
+    answer = solution_answer(1)
+    line = "    def snapshot_read(self, rt, cell):\n"
+    assert line in answer
+    evil = student_notebook(tmp_path / "evil.ipynb", 1, STORE_FLOOD + answer.replace(
+        line, line + "        _attack()\n"), student="mallory")
+    done = subprocess.run([sys.executable, "-c", GRADE_AND_MEASURE, str(REPO), str(evil)],
+                          capture_output=True, text=True, timeout=380, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["student"] == "mallory" and found["total"] > 0
+    assert found["rss_mb"] < 300, found

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--csv", metavar="FILE", help="write one row per notebook: student, one "
                    "column per check, total")
     p.add_argument("--gradescope", metavar="FILE",
-                   help="write Gradescope's autograder results.json (one test per check)")
+                   help="write Gradescope's autograder results.json (one test per check) of "
+                        "one student's submission; needs --exercise N")
     p.add_argument("-j", "--jobs", type=JOBS, default=1, metavar="N",
                    help=f"grade N notebooks in parallel, {JOBS} (default 1)")
     p.add_argument("--memory", type=MEMORY, default=1024, metavar="MB",
@@ -71,6 +72,21 @@ def _check_args(args):
         return f"--exercise must be one of {sorted(MODULES)}, got {args.exercise}"
     if args.jobs < 1:
         return f"-j/--jobs must be at least 1, got {args.jobs}"
+    return _gradescope_problem(args)
+
+
+def _gradescope_problem(args):
+    """``--gradescope`` writes one student's results.json: refused for a class or no exercise."""
+    from percolator_ref.grading.submissions import entries
+    if not args.gradescope:
+        return None
+    if args.exercise is None:
+        return ("--gradescope writes one student's results.json for one assignment: give "
+                "--exercise N (or build the autograder: --gradescope-autograder OUT.zip)")
+    if Path(args.path).is_dir() and len(entries(Path(args.path))) > 1:
+        return (f"--gradescope writes one student's results.json, and {args.path!r} holds "
+                f"{len(entries(Path(args.path)))} submissions (one score summed over a class "
+                f"is no one's): use --csv for a class, or --gradescope-autograder OUT.zip")
     return None
 
 

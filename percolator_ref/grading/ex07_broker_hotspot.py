@@ -39,13 +39,14 @@ from percolator_ref import Transaction
 from percolator_ref.model import WriteKind, split_column
 
 from .framework import Exercise, require, said
-from .trusted import Participant
+from .trusted import Participant, Scope
 
 exercise = Exercise(
     7, "TPC-E broker hotspot: a side table aggregated periodically", answer="answer",
     graded={"record_trade": (), "aggregate": (), "broker_volume": ()})
 
 BROKERS, SIDE = "brokers", "broker_updates"
+SCOPE = Scope(tables=frozenset({BROKERS, SIDE}))
 FAMILY_TTL = 0.004        # a waiting client outlives a silent holder within a few backoffs
 
 
@@ -109,7 +110,9 @@ def _viewer(answer, cluster):
 # -- the market (the world's own record) ------------------------------------------------------
 
 def _seed(w, broker, folded, trades) -> None:
-    """Commit ``brokers/<broker>.volume = folded`` (unless None) and side rows ``trades``."""
+    """Commit ``brokers/<broker>.volume = folded`` (unless None) and side rows ``trades``;
+    student clients may write only the two tables."""
+    w.scope = SCOPE
     t = Transaction(w.cluster, "market")
     if folded is not None:
         t.set(broker, "volume", folded, table=BROKERS)
@@ -275,25 +278,19 @@ def _others(trial, p):
 
 # -- 4. every small interleaving, every crash point -------------------------------------------
 
-def _write_records(w, table: str) -> list:
-    """Every write record of ``table``: ``[Write, ...]``."""
-    return [v for columns in w.cluster.bigtable.dump(table).get(table, {}).values()
-            for physical, found in columns.items() if split_column(physical)[1] == "write"
-            for _, v in found]
-
-
 def _committed_trades(w, clients, trades) -> list:
-    """The trades whose client's transaction committed (a write record at its start_ts)."""
-    starts = {c.label: c.timestamps[0] for c in clients.values() if c.timestamps}
-    done = {v.start_ts for v in _write_records(w, SIDE)}
-    return [t for label, t in trades.items() if starts.get(label) in done]
+    """The trades whose client's transaction committed, by the world's log of the client's
+    own steps (:meth:`~.trusted.Client.committed`): a write record somewhere proves nothing."""
+    return [t for label, t in trades.items() if label in clients and clients[label].committed()]
 
 
 def _folded_by(w, c) -> int:
-    """How many side rows transactions of client ``c`` deleted and committed."""
-    mine = set(c.timestamps)
-    return sum(1 for v in _write_records(w, SIDE)
-               if v.start_ts in mine and v.kind is WriteKind.DELETE)
+    """How many side rows transactions of client ``c`` deleted and committed, by the world's
+    log of ``c``'s own steps: the side rows it locked for a delete in a transaction whose
+    commit point it wrote."""
+    done = {write.start_ts for _, _, _, write in c.commits}
+    return len({row for table, row, _, lock in c.locked if table == SIDE
+                and lock.start_ts in done and lock.kind is WriteKind.DELETE})
 
 
 def _locks_left(w) -> list:

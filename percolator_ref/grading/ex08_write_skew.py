@@ -29,10 +29,10 @@ schedules decide under every secret.
 from __future__ import annotations
 
 from percolator_ref import Transaction
-from percolator_ref.model import Write, split_column
 
 from .framework import Exercise, require, said
-from .trusted import Participant, protocol_invariants
+from .protocol_world import TABLE
+from .trusted import Participant, Scope, protocol_invariants
 
 FAMILY_TTL = 0.004        # a waiting withdrawal outlives a silent holder within a few backoffs
 
@@ -40,6 +40,7 @@ exercise = Exercise(8, "write skew: keep checking + savings >= 0 under snapshot 
                     answer="withdraw", graded={"withdraw": ()})
 
 ACCOUNTS = ("checking", "savings")
+SCOPE = Scope(tables=frozenset({TABLE}))     # the bank: the common cell may be any row of it
 NAMES = ("alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi")
 
 
@@ -92,6 +93,7 @@ def _bank(trial, p, **customers):
 
 
 def _open_accounts(w, p, customers) -> None:
+    w.scope = SCOPE
     values = {(p[name], account): value for name, balances in customers.items()
               for account, value in zip(ACCOUNTS, balances) if value is not None}
     start = w.oracle.peek()
@@ -112,17 +114,9 @@ def _total(balances) -> int:
 
 
 def _committed(w, c) -> bool:
-    """Did client ``c``'s transaction commit? (a write record points at its start_ts)"""
-    if not c.timestamps:
-        return False
-    start = c.timestamps[0]
-    for rows in w.cluster.bigtable.dump().values():
-        for columns in rows.values():
-            for physical, found in columns.items():
-                if split_column(physical)[1] == "write" and any(
-                        isinstance(v, Write) and v.start_ts == start for _, v in found):
-                    return True
-    return False
+    """Did client ``c``'s transaction commit? By the world's log of ``c``'s own steps
+    (:meth:`~.trusted.Client.committed`), never by a record found somewhere in the store."""
+    return c.committed()
 
 
 def _withdraw_once(w, customer, account, amount):
@@ -316,3 +310,8 @@ def _independent(trial, p):
             f"customers' rows: the materialised conflict must be per customer, so both commit; "
             f"committed: {p['customer']} {_committed(w, mine)}, {p['other']} "
             f"{_committed(w, theirs)}")
+    balances = [_balances(w, p["customer"]), _balances(w, p["other"])]
+    require(balances == [[p["checking"] - p["small"], p["savings"]],
+                         [p["savings"], p["checking"] - p["small"]]],
+            f"{p['customer']} withdrew {p['small']} from checking and {p['other']} {p['small']} "
+            f"from savings, both committing: the store holds {balances[0]} and {balances[1]}")

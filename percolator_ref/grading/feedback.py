@@ -7,33 +7,21 @@ CSV or Gradescope's ``results.json`` shows it (:mod:`.grader`,
 """
 from __future__ import annotations
 
-import unicodedata
+from ..viz.printable import escape_text
 
-NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-
-
-def escape_text(text, newlines: bool = False) -> str:
-    """``text`` with every control, format (bidi), separator or unassigned character escaped.
-
-    ``newlines=True`` keeps ``\\n`` (multi-line feedback); everything else that a
-    terminal or a spreadsheet would interpret is shown as ``\\xNN`` / ``\\uNNNN``.
-    """
-    out = []
-    for ch in str(text):
-        if ch == "\n" and newlines:
-            out.append(ch)
-        elif ch in NAMED_ESCAPES:
-            out.append(NAMED_ESCAPES[ch])
-        elif unicodedata.category(ch) in UNSAFE_CATEGORIES:
-            code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+__all__ = ["escape_text", "indent_lines", "unreadable"]
 
 
 def indent_lines(text, prefix: str) -> str:
     """Escaped ``text`` whose continuation lines start with ``prefix`` (never a report's margin)."""
     return escape_text(text, newlines=True).replace("\n", "\n" + prefix)
+
+
+def unreadable(exc: BaseException) -> str:
+    """Why a file is not a readable notebook, quoting nothing of it: a parser's message
+    (nbformat's, json's) may quote the file, and the file may be anything (a link to a
+    secret, a classmate's work), so only the kind of error and where it is are told."""
+    where = ""
+    if isinstance(getattr(exc, "lineno", None), int) and isinstance(getattr(exc, "colno", None), int):
+        where = f" at line {exc.lineno}, column {exc.colno}"
+    return f"not a readable notebook ({type(exc).__name__}{where}); its contents are not shown"

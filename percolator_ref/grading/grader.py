@@ -30,12 +30,12 @@ import nbformat
 from . import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from .battery import Result
-from .feedback import escape_text, indent_lines
+from .feedback import escape_text, indent_lines, unreadable
 from .framework import spec_of
 from .generate import exercise_number
 from .interactive import run_trusted
 from .launcher import GRACE_SECONDS, MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
-from .policy import ROOT, read_policy
+from .policy import ROOT, private_roots, read_policy
 from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
 EXERCISES = ROOT / "exercises"
@@ -130,13 +130,15 @@ thread-safe): one notebook at a time per process."""
 
 def prepare(path: Path, exercises_dir, folder):
     """``(grade, spec, cells)`` ready for the child, or ``(final grade, None, None)``."""
+    nb, problem = None, ""
     try:
-        if path.stat().st_size > MAX_NOTEBOOK_MB * MB:
-            raise ValueError(f"larger than {MAX_NOTEBOOK_MB} MB")
-        nb = nbformat.read(path, as_version=4)
+        too_large = path.stat().st_size > MAX_NOTEBOOK_MB * MB
+        nb = None if too_large else nbformat.read(path, as_version=4)
     except Exception as exc:     # noqa: BLE001 - an unreadable submission scores 0
-        return Grade(str(path), student_name(None, path, folder),
-                     problems=[f"not a readable notebook: {type(exc).__name__}: {exc}"[:300]]), None, None
+        problem = unreadable(exc)
+    if nb is None:
+        problem = problem or f"not a readable notebook: larger than {MAX_NOTEBOOK_MB} MB"
+        return Grade(str(path), student_name(None, path, folder), problems=[problem]), None, None
     g = Grade(str(path), student_name(nb, path, folder))
     try:
         g.exercise = exercise_number(nb)
@@ -211,7 +213,7 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     paths = [Path(p) for p in paths]
-    others = tuple(str(p.resolve()) for p in paths)
+    others = private_roots(paths)          # never another submission's path in a child's job
     tasks = [(k, path, exercises_dir, limits, folder, others) for k, path in enumerate(paths)]
     grades: dict = {}
     if jobs == 1 or len(tasks) < 2:

@@ -128,18 +128,33 @@ class InteractiveChild:
         kills its session."""
         self.seconds, self.watchdog = seconds, None
         self.ending = threading.Lock()
-        self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
-        self.work, self.io = self.base / "work", self.base / "io"
-        (self.work / "tmp").mkdir(parents=True)
-        self.io.mkdir()
         self.job, self.spec, self.limits = job, spec, limits
         self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
+        self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
+        self.work, self.io = self.base / "work", self.base / "io"
+        try:
+            (self.work / "tmp").mkdir(parents=True)
+            self.io.mkdir()
+        except BaseException:
+            shutil.rmtree(self.base, ignore_errors=True)
+            raise
 
     def __enter__(self):
+        """Start the child; if it cannot start (a full disk, no processes left), nothing
+        of it is left behind (its folder, its descriptors) and the error propagates."""
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+
+    def _start(self):
         down_r, down_w = os.pipe()          # world -> client
+        self.fds += [down_r, down_w]
         up_r, up_w = os.pipe()              # client -> world
+        self.fds += [up_r, up_w]
         result = os.open(self.io / "result", os.O_WRONLY | os.O_CREAT, 0o600)
-        self.fds = [down_r, down_w, up_r, up_w, result]
+        self.fds.append(result)
         notebook = SETUP_SECONDS + self.spec.time_limit
         job = dict(self.job, workdir=str(self.work), nonce=secrets.token_hex(16), result_fd=result,
                    channel=[down_r, up_w], limits=_rlimits(self.limits, notebook))

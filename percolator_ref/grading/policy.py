@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+from .reach import hidden_targets
 from .sandbox import DEVICES, inside, under
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -72,10 +73,12 @@ def read_policy(spec, exercises_dir, others) -> dict:
         "allow_read": [str(PACKAGE)] + python,
         "deny_read": denied,
         "hard_deny": [str(PACKAGE / "grading"), os.path.realpath(exercises_dir)] + hidden
-                     + [os.path.realpath(o) for o in others] + list(SYSTEM_SECRETS),
+                     + [o for o in map(os.path.realpath, others)
+                        if not any(inside(r, o) for r in needed)] + list(SYSTEM_SECRETS),
         "landlock": {"read_dirs": python + list(SYSTEM_READS),
                      "list_dirs": [str(PACKAGE)], "read_files": files + list(DEVICES)},
         "expose": python + [str(PACKAGE)],
+        "hidden": hidden_targets(spec, exercises_dir),
     }
 
 
@@ -90,3 +93,11 @@ def _private_places(exercises_dir, others) -> list:
     except OSError:                     # a working directory that was deleted: nothing to hide
         pass
     return sorted(set(places))
+
+
+def private_roots(paths) -> tuple:
+    """The outermost folders holding ``paths`` (real paths, sorted): what a child is denied
+    in place of the submissions themselves, so that its job (which a notebook can read)
+    never lists another submission's path: the class folder, the folder of unpacked zips."""
+    folders = sorted({os.path.dirname(os.path.realpath(p)) for p in paths})
+    return tuple(f for f in folders if not any(f != g and inside(f, g) for g in folders))

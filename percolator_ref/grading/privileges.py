@@ -28,6 +28,13 @@ the others:
   init dies, and when the worker ends, the init exits: either way the kernel
   kills every process in the namespace, whatever session, process group or
   double fork it made.
+- **A disk quota.** In the private mount namespace the work directory (the
+  child's ``HOME`` and ``TMPDIR``) is a ``tmpfs`` of its own of
+  :data:`DISK_MB` megabytes: a child that fills it gets "No space left" in its
+  own directory, never in the grader's temporary folder that the other
+  notebooks' children share, and what it wrote vanishes with its namespace.
+  Without a mount namespace each file stays bounded by ``RLIMIT_FSIZE`` and the
+  layer line says there is no quota.
 - **A sweep.** After each notebook the grader SIGKILLs every process of the
   notebook's private uid (root) and every process whose environment names the
   notebook's work directory (``HOME``/``TMPDIR``, which every fork inherits);
@@ -58,6 +65,8 @@ UID_BASE, UID_SPAN = 1_500_000_000, 1_000_000
 """Private uids (and gids) are drawn from ``[UID_BASE, UID_BASE + UID_SPAN)``."""
 NPROC = 64
 """RLIMIT_NPROC of a private uid: processes it may have at once."""
+DISK_MB = 64
+"""Size of the child's own work directory (a tmpfs in its mount namespace)."""
 
 
 # -- the grader's side -------------------------------------------------------------
@@ -68,7 +77,8 @@ def plan(expose, namespaces: bool = True) -> dict:
     ``expose``: the directories the child must read (the Python installation,
     the kit); ``namespaces=False`` skips the namespaces (the sweep remains).
     """
-    spec = {"namespaces": bool(namespaces), "expose": sorted({str(p) for p in expose})}
+    spec = {"namespaces": bool(namespaces), "expose": sorted({str(p) for p in expose}),
+            "disk_mb": DISK_MB}
     if os.geteuid() == 0:
         spec["uid"] = spec["gid"] = free_uid()
     if not namespaces:
@@ -233,8 +243,24 @@ def _enter_namespaces(libc, spec: dict, workdir: str, layers: list) -> bool:
             if not blockers(spec["expose"]):
                 break
             layers += expose(spec["expose"])
+    layers.append(own_disk(libc, spec, workdir))
     layers.append(_read_only(libc, workdir))
     return True
+
+
+def own_disk(libc, spec: dict, workdir: str) -> str:
+    """Mount a tmpfs of ``spec["disk_mb"]`` MB over ``workdir`` (in this mount namespace),
+    owned by the child's uid, with the ``tmp`` folder its ``TMPDIR`` names; say what was done."""
+    uid, gid = spec.get("uid", os.getuid()), spec.get("gid", os.getgid())
+    size = int(spec.get("disk_mb", DISK_MB))
+    options = f"size={size}m,nr_inodes=4096,mode=0700,uid={uid},gid={gid}".encode()
+    if libc.mount(b"tmpfs", workdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        return f"no disk quota: tmpfs on the work directory: {_errno()}"
+    os.chdir(workdir)                      # the new mount, not the directory below it
+    os.mkdir("tmp", 0o700)
+    if "uid" in spec:
+        os.chown("tmp", uid, gid)
+    return f"disk quota: its own {size} MB tmpfs"
 
 
 def _map_ids(uid: int, gid: int) -> None:

@@ -20,6 +20,7 @@ from percolator_ref.viz.tables import CellTable
 
 from .battery import Report, Result
 from .channel import ProtocolError, decode
+from .feedback import escape_text
 from .protocol_world import TABLE
 
 FORMAT = "percolator-counterexample/1"
@@ -75,11 +76,13 @@ class Replay:
         return self.stepper.frames
 
     def transcript(self) -> str:
-        """Every frame as text: the failure, then each step and its cell table."""
+        """Every frame as text: the failure, then each step and its cell table. Printable
+        as it is: every name and value in it (a student's code wrote them) is escaped, so
+        no terminal escape in the file reaches the terminal (:func:`.escape_text`)."""
         lines = [f"check: {self.check}", f"failed: {self.failure}", ""]
         for frame in self.frames:
             lines += [repr(CellTable(frame.dump, frame.events, title=frame.title)), ""]
-        return "\n".join(lines)
+        return escape_text("\n".join(lines), newlines=True)
 
     def widget(self):
         """The stepper widget (Step, Back, Reset, a frame slider) over the counterexample,

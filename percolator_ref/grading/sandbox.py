@@ -352,7 +352,8 @@ def _run(job: dict, report: dict) -> None:
     from . import exercise as exercise_module
     from .framework import spec_of
     spec = spec_of(exercise_module(job["exercise"]), job["answer"])
-    for target in spec.hidden:           # imported while its source is still readable
+    targets = tuple(job.get("hidden") or spec.hidden)   # and their helpers (:mod:`.reach`)
+    for target in targets:               # imported while its source is still readable
         _locate(target)
     set_limits(job["limits"])
     from . import landlock
@@ -369,7 +370,7 @@ def _run(job: dict, report: dict) -> None:
         except BaseException as exc:      # noqa: BLE001 - reported, not raised
             report["internal"] = f"context cell {cell['id']} failed: {describe_exception(exc)}"
             return
-    hidden_types, hidden_files = hide(spec.hidden)
+    hidden_types, hidden_files = hide(targets)
     sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types))
     report["guarded"] = True
     _run_student(job, spec, namespace, report)

@@ -21,6 +21,14 @@ the terminal report and Gradescope's ``results.json``:
 - **Duplicate names.** A student name (``metadata.percolator.student``, else the
   path) found in more than one submission is flagged on every row that has it:
   a notebook naming another student never silently gives them a second row.
+- **Links are refused.** A symbolic link in a submission (a notebook, a folder, a
+  zip, or the entry itself), or anything whose real path is outside the
+  submission's entry, is not read: it gets a row saying so and scores nothing
+  (a link to a classmate's notebook or to ``solutions/`` earns nothing).
+- **One broken submission is one row.** Any error reading a submission (a zip
+  with a bad CRC, an encrypted member, an unknown compression method, a member
+  that is also a folder, an unreadable folder) becomes that submission's row;
+  the other students are graded as usual.
 - **Escaped text.** Everything a notebook can influence (its error messages,
   names, file names) goes through :func:`escape_text` before it is printed or
   written: control characters, terminal escapes and bidirectional overrides
@@ -54,11 +62,44 @@ class Submission:
     notebooks: tuple
     shown: tuple = ()        # how each notebook is named in reports (a zip member: "a.zip!/x")
     error: str = ""          # why it could not be read (a broken zip)
+    refused: tuple = ()      # ``(shown, reason)`` of each entry not read (a symbolic link)
 
 
 def notebooks_under(folder: Path) -> list:
-    return sorted(p for p in folder.rglob("*.ipynb")
-                  if ".ipynb_checkpoints" not in p.parts and p.is_file())
+    """The notebooks below ``folder`` (real files inside it; see :func:`scan`)."""
+    return scan(folder)[0]
+
+
+def scan(folder: Path) -> tuple:
+    """``(notebooks, zips, refused)`` below ``folder``: real files whose real path is
+    inside ``folder``, and ``[(path, reason)]`` of every symbolic link met (never followed)."""
+    root = Path(folder)
+    real_root = root.resolve()
+    notebooks, zips, refused = [], [], []
+    for p in sorted(root.rglob("*")):
+        if ".ipynb_checkpoints" in p.relative_to(root).parts:
+            continue
+        if p.is_symlink():
+            refused.append((p, LINK))
+        elif p.suffix in (".ipynb", ".zip") and p.is_file():
+            if not inside(p, real_root):
+                refused.append((p, OUTSIDE))
+            else:
+                (notebooks if p.suffix == ".ipynb" else zips).append(p)
+    return notebooks, zips, refused
+
+
+LINK = "refused: a symbolic link (submit the notebook itself); not read, it scores nothing"
+OUTSIDE = "refused: its real path is outside the submission; not read, it scores nothing"
+
+
+def inside(path: Path, real_root: Path) -> bool:
+    """Is ``path``'s real path inside ``real_root`` (no link on the way out)?"""
+    try:
+        path.resolve(strict=True).relative_to(real_root)
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return True
 
 
 def find_submissions(path, unpack_dir) -> list:
@@ -72,42 +113,85 @@ def find_submissions(path, unpack_dir) -> list:
     if path.is_file():
         return [_one(path, Path(unpack_dir))]
     subs = []
-    for entry in sorted(path.iterdir()):
-        if entry.is_dir() and entry.name != ".ipynb_checkpoints":
-            found = notebooks_under(entry)
-            if found:
-                subs.append(Submission(entry.name, tuple(found),
-                                       tuple(str(p) for p in found)))
-        elif entry.is_file() and entry.suffix in (".ipynb", ".zip"):
-            subs.append(_one(entry, Path(unpack_dir)))
+    for entry in entries(path):
+        try:
+            sub = _entry(entry, Path(unpack_dir))
+        except Exception as exc:     # noqa: BLE001 - one unreadable submission is its own row
+            sub = Submission(entry.stem, (), (), f"could not read this submission "
+                                                 f"({type(exc).__name__})")
+        if sub is not None:
+            subs.append(sub)
     return subs
+
+
+def entries(folder: Path) -> list:
+    """The top-level entries of a class folder that may be submissions (folders, links,
+    notebooks, zips), without reading them."""
+    return [e for e in sorted(Path(folder).iterdir()) if e.name != ".ipynb_checkpoints"
+            and (e.is_symlink() or e.is_dir() or e.suffix in (".ipynb", ".zip"))]
+
+
+def _entry(entry: Path, unpack_dir: Path):
+    """One top-level entry of a class folder as a submission, or None (nothing to grade)."""
+    if entry.is_symlink():
+        return Submission(entry.stem, (), (), LINK) if entry.suffix in (".ipynb", ".zip") \
+            or entry.is_dir() else None
+    if entry.is_dir():
+        found, zips, refused = scan(entry)
+        if not (found or zips or refused):
+            return None
+        return _gather(entry.name, entry, found, zips, refused, unpack_dir)
+    if entry.is_file() and entry.suffix in (".ipynb", ".zip"):
+        return _one(entry, unpack_dir)
+    return None
 
 
 def whole_submission(folder, unpack_dir, name: str = "submission") -> Submission:
     """Everything under ``folder`` as one submission (Gradescope's): notebooks and zipped ones."""
-    notebooks, shown, errors = [], [], []
-    for p in notebooks_under(Path(folder)):
-        notebooks.append(p)
-        shown.append(str(p.relative_to(folder)))
-    for z in sorted(Path(folder).rglob("*.zip")):
-        inner = _one(z, Path(unpack_dir))
+    found, zips, refused = scan(Path(folder))
+    return _gather(name, Path(folder), found, zips, refused, Path(unpack_dir))
+
+
+def _gather(name: str, folder: Path, found, zips, refused, unpack_dir: Path) -> Submission:
+    """A folder's notebooks, its zips' notebooks and its refused entries (links, broken
+    zips) as one submission."""
+    notebooks, shown = list(found), [str(p.relative_to(folder)) for p in found]
+    refused = [(str(p.relative_to(folder)), why) for p, why in refused]
+    for z in zips:
+        inner = _one(z, unpack_dir)
         notebooks += inner.notebooks
         shown += [f"{z.relative_to(folder)}!/{s.split('!/', 1)[1]}" for s in inner.shown]
-        errors += [inner.error] if inner.error else []
-    return Submission(name, tuple(notebooks), tuple(shown),
-                      "; ".join(errors) if errors and not notebooks else "")
+        refused += [(str(z.relative_to(folder)), inner.error)] if inner.error else []
+    return Submission(name, tuple(notebooks), tuple(shown), refused=tuple(refused))
 
 
 def _one(path: Path, unpack_dir: Path) -> Submission:
+    """A notebook or a zip as one submission; any error reading it is the submission's error."""
     if path.suffix == ".zip":
         into = Path(tempfile.mkdtemp(prefix="zip-", dir=unpack_dir))
         try:
             members = unpack_zip(path, into)
-        except ValueError as exc:
-            return Submission(path.stem, (), (), str(exc))
+        except Exception as exc:     # noqa: BLE001 - any broken zip is its own row
+            shutil.rmtree(into, ignore_errors=True)          # nothing half-written is graded
+            why = str(exc) if isinstance(exc, ValueError) else \
+                f"{path.name} could not be unpacked ({_zip_error(exc)})"
+            return Submission(path.stem, (), (), why)
         return Submission(path.stem, tuple(into / m for m in members),
                           tuple(f"{path}!/{m}" for m in members))
     return Submission(path.stem, (path,), (str(path),))
+
+
+def _zip_error(exc: BaseException) -> str:
+    """What went wrong unpacking a zip, in words that quote nothing from it."""
+    if isinstance(exc, zipfile.BadZipFile):
+        return "a damaged member (bad CRC or header)"
+    if isinstance(exc, NotImplementedError):
+        return "a member with an unsupported compression method"
+    if isinstance(exc, RuntimeError):
+        return "an encrypted member"
+    if isinstance(exc, OSError):
+        return "a member that cannot be written (a file and a folder of the same name?)"
+    return type(exc).__name__
 
 
 def unpack_zip(path: Path, into: Path) -> list:
@@ -115,6 +199,8 @@ def unpack_zip(path: Path, into: Path) -> list:
 
     A member with an absolute or climbing name, a symbolic link, too many
     notebooks or too many bytes is refused (ValueError); nothing else is written.
+    A damaged archive raises what :mod:`zipfile` raises (``zipfile.BadZipFile``,
+    ``NotImplementedError``, ``RuntimeError``, ``OSError``).
     """
     try:
         archive = zipfile.ZipFile(path)
@@ -133,7 +219,7 @@ def unpack_zip(path: Path, into: Path) -> list:
                 raise ValueError(f"{path.name}: refused member {escape_text(info.filename)!r}")
             target = into.joinpath(*parts)
             target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as src, open(target, "wb") as dst:
+            with archive.open(info) as src, open(target, "xb") as dst:
                 shutil.copyfileobj(src, dst)
             names.append("/".join(parts))
     return sorted(names)
@@ -246,8 +332,10 @@ def grade_submissions(path, exercises_dir, limits, jobs: int = 1, only=None, pro
 def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
     """The rows of one submission, in its notebooks' order, each named as the download names it."""
     from .grader import Grade, student_name
-    if sub.error:
-        return [_named(Grade(sub.name, sub.name, problems=[sub.error]), sub, None)]
+    if sub.error:                   # nothing read: with --exercise N, 0 of N's checks
+        g = zero_grade(Grade, sub.name, sub.name, only, sub.error, True) if only is not None \
+            else Grade(sub.name, sub.name, problems=[sub.error])
+        return [_named(g, sub, None)]
     rows = {}
     for i in counted:
         g = next(graded)
@@ -261,6 +349,13 @@ def _rows(sub: Submission, counted, skipped, graded, folder, only) -> list:
         rows[i] = _named(g, sub, i, counted=stands_in)
         has_own = has_own or stands_in
     out = [rows[i] for i in sorted(rows)]
+    stands_in = not any(g.counted for g in out) and (only is None or not has_own)
+    for k, (shown, why) in enumerate(sub.refused):     # links, broken zips: not read
+        first = stands_in and k == 0                  # the submission's row when nothing else is
+        g = zero_grade(Grade, shown, sub.name, only, why, True) if first and only is not None \
+            else Grade(shown, sub.name, problems=[why])
+        out.append(_named(g, sub, None, counted=first))
+        has_own = has_own or first
     if not has_own:
         out.append(_named(zero_grade(Grade, sub.name, sub.name, only, f"no notebook for exercise "
                                      f"{only} in this submission: it scores 0", True), sub, None))

@@ -31,7 +31,8 @@ from typing import Optional
 from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
-    split_column, write_col
+    lock_col, split_column, write_col
+from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
 from percolator_ref.transaction import Transaction
 
@@ -42,6 +43,7 @@ from .framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
+MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
 STEPS = frozenset(s.value for s in Step)
@@ -143,6 +145,16 @@ class Client:
     done: bool = False
     crashed: bool = False
     heard: list = field(default_factory=list)       # a digest of every message the world sent it
+    commits: list = field(default_factory=list)     # (table, row, column, Write) it committed
+    locked: list = field(default_factory=list)      # (table, row, column, Lock) it prewrote
+
+    def committed(self) -> bool:
+        """Did this client's transaction commit, by the world's log of its own steps: in one
+        row transaction it replaced a lock at its start_ts, which the row held, by a write
+        record pointing at that start_ts (the commit point). A write record found elsewhere in
+        the store, which any client can write, proves nothing."""
+        return bool(self.timestamps) and any(write.start_ts == self.timestamps[0]
+                                             for _, _, _, write in self.commits)
 
     @property
     def answer(self):
@@ -163,6 +175,23 @@ class Participant:
     crashable: bool = False
 
 
+@dataclass(frozen=True)
+class Scope:
+    """What a student client may write: ``tables`` and ``rows`` (None: any), given by the
+    exercise (``w.scope = Scope(...)``); a row transaction writing elsewhere is refused."""
+    tables: Optional[frozenset] = None
+    rows: Optional[frozenset] = None
+
+    def refuses(self, table: str, row: str) -> bool:
+        return (self.tables is not None and table not in self.tables) or \
+            (self.rows is not None and row not in self.rows)
+
+    def describe(self) -> str:
+        tables = "any table" if self.tables is None else "table(s) " + ", ".join(sorted(self.tables))
+        rows = "" if self.rows is None else ", rows " + ", ".join(sorted(self.rows))
+        return tables + rows
+
+
 class TrustedWorld(World):
     """A :class:`~.protocol_world.World` that serves remote clients and logs every step."""
 
@@ -174,9 +203,11 @@ class TrustedWorld(World):
         self.recording = True              # keep the cells after each step (off while exploring)
         self.doomed: set = set()
         self.messages = 0
+        self.written = 0                   # bytes the clients wrote into the store
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
         self.footprint: Optional[set] = None    # what the transition being run touched
+        self.scope = Scope()               # what student clients may write (set by the exercise)
 
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
@@ -419,9 +450,16 @@ class TrustedWorld(World):
             self.depth -= 1
 
     def apply(self, c: Client, rt, end: dict) -> None:
-        error = None
+        if end["commit"] and end["mutations"] and c.host == "student" and \
+                self.scope.refuses(rt.table, rt.row):
+            rt.__exit__(Violation, None, None)
+            raise Violation(f"{c.label} wrote the row {escape_text(rt.table[:80])}/"
+                            f"{escape_text(rt.row[:80])}, outside what this exercise gives your "
+                            f"code ({self.scope.describe()})")
+        error = self.within_budget(rt, end) if end["commit"] else None
+        commit_points = _commit_points(rt, end["mutations"]) if end["commit"] else []
         try:
-            for column, ts, value in end["mutations"] if end["commit"] else ():
+            for column, ts, value in end["mutations"] if end["commit"] and not error else ():
                 rt.write(column, ts, value) if value is not None else rt.erase(column, ts)
         except (TypeError, ValueError) as exc:
             error = exc
@@ -435,11 +473,25 @@ class TrustedWorld(World):
         if ok and rt.mutations:
             self.touch(("row", rt.table, rt.row), "w")
         if ok:
+            c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
+            c.locked += [(rt.table, rt.row, split_column(col)[0], value)
+                         for col, _, value in end["mutations"] if isinstance(value, Lock)]
             self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
                       else f"{rt.step} {rt.row}", rt.mutations)
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
+
+    def within_budget(self, rt, end: dict):
+        """None, or a ValueError once the clients have written more than
+        :data:`MAX_WRITTEN` bytes into this world's store (its cells are kept after every
+        step: an unbounded store would grow the grader's memory with the square of it)."""
+        self.written += len(rt.table) + len(rt.row) + sum(
+            len(column) + _size(value) for column, _, value in end["mutations"])
+        if self.written > MAX_WRITTEN:
+            return ValueError(f"more than {MAX_WRITTEN >> 10} KiB written into the store, "
+                              f"more than any answer needs")
+        return None
 
     def note(self, c: Client, what: str, mutations=()) -> None:
         """Log one step with the cells after it (the counterexample's frames)."""
@@ -505,7 +557,7 @@ class TrustedWorld(World):
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
                       for r, cols in by_row.items())
         begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
-        return (repr(rows), self.cluster.clock.now(), self.oracle.peek(),
+        return (_digest(repr(rows).encode()), self.cluster.clock.now(), self.oracle.peek(),
                 tuple(self.cluster.lockservice.tokens().items()), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
@@ -540,8 +592,36 @@ class TrustedWorld(World):
         return reader
 
 
+def _commit_points(rt, mutations) -> list:
+    """``[(column, Write)]`` of the commit points in one row transaction's mutations: a
+    write record pointing at ``start_ts`` written with the erasure of a lock at ``start_ts``
+    on the same column, which the row held before (read from the store, not the client)."""
+    try:
+        erased = {(col, ts) for col, ts, value in mutations if value is None}
+        row = rt.loaded_row()
+        found = []
+        for col, _, value in mutations:
+            column, kind = split_column(col) if isinstance(col, str) else (None, None)
+            if kind != "write" or not isinstance(value, Write):
+                continue
+            lock = lock_col(column)
+            if (lock, value.start_ts) in erased and isinstance(
+                    dict(row.get(lock, {})).get(value.start_ts), Lock):
+                found.append((column, value))
+        return found
+    except (TypeError, ValueError):
+        return []                                  # a malformed mutation: apply refuses it
+
+
 JUDGED = (Fail, Violation, CheckTimeout, BudgetExceeded)
 """What a check's run may raise on purpose: a verdict, a broken rule, a time limit, a budget."""
+
+
+def _size(value) -> int:
+    """About how many bytes ``value`` takes in the store's dump."""
+    if value is None or isinstance(value, (bool, int, float, Lock, Write)):
+        return 16
+    return len(value) if isinstance(value, (str, bytes)) else len(repr(value))
 
 
 def _short(exc: Exception) -> str:

@@ -22,6 +22,7 @@ import html
 from typing import Iterable, Optional
 
 from ..model import DEFAULT_TABLE
+from .printable import escape_text
 
 _KIND_ORDER = {"data": 0, "lock": 1, "write": 2, "notify": 3}
 _ALWAYS = ("data", "lock", "write")
@@ -33,10 +34,13 @@ _HEAD_STYLE = _CELL_STYLE + ";background:#eee"
 
 
 def format_value(value) -> str:
-    """How a stored value reads in a table: locks and write records as the paper prints them."""
+    """How a stored value reads in a table: locks and write records as the paper prints them.
+
+    One line of printable text: a control character or a terminal escape in the value
+    (values may come from a student's code, or a counterexample file) reads as ``\\x1b``."""
     if isinstance(value, bytes):
         return repr(value)
-    return str(value)
+    return escape_text(str(value))
 
 
 def _kind_key(physical: str):
@@ -183,11 +187,12 @@ class CellTable:
         return "".join(out)
 
     def __repr__(self) -> str:
+        """The table as text; every name and value escaped (:func:`escape_text`)."""
         many = self._many_tables()
-        header = ["row"] + self.columns
+        header = ["row"] + [escape_text(c) for c in self.columns]
         body = []
         for table, row in self.rows:
-            cells = [[_row_label(table, row, many)]]
+            cells = [[escape_text(_row_label(table, row, many))]]
             for column in self.columns:
                 cells.append([_mark_text(text, mark)
                               for text, mark in self.cell_lines(table, row, column)] or [""])
@@ -196,7 +201,7 @@ class CellTable:
                 body.append([c[i] if i < len(c) else "" for c in cells])
         text = _text_grid(header, body)
         legend = "(*new* = written by this step, ~erased~ = erased by it)"
-        lines = ([self.title] if self.title else []) + [text]
+        lines = ([escape_text(self.title, newlines=True)] if self.title else []) + [text]
         if self.written or self.erased:
             lines.append(legend)
         if self.mode == "touched":
@@ -263,8 +268,10 @@ class Table:
         return "".join(out)
 
     def __repr__(self) -> str:
-        grid = _text_grid(self.headers, [[str(c) for c in row] for row in self.rows])
-        return f"{self.title}\n{grid}" if self.title else grid
+        grid = _text_grid([escape_text(h) for h in self.headers],
+                          [[escape_text(c) for c in row] for row in self.rows])
+        title = escape_text(self.title, newlines=True)
+        return f"{title}\n{grid}" if title else grid
 
     def __len__(self):
         return len(self.rows)
