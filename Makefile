@@ -9,6 +9,8 @@
 #   make release      build/release/: the student edition (folder, zip, browser site), no answers
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
 #   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
+#   make por-equivalence  every catalogue entry self-checked with and without partial-order
+#                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
 #   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
@@ -26,7 +28,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep por-equivalence system-deps clean
 
 venv: $(STAMP) trust
 
@@ -111,6 +113,11 @@ test: venv lite release
 # PERCOLATOR_SWEEP_SECRETS=N: fewer secrets; PERCOLATOR_SWEEP_EXERCISES=9,10: some exercises.
 secret-sweep: venv
 	PERCOLATOR_SECRET_SWEEP=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests/test_grading_interleavings.py -k 100_secrets $(PYTEST_ARGS)
+
+# The partial-order reduction's equivalence run (issue 27 item 6): CPU-heavy, not in `make test`.
+EXERCISES ?=
+por-equivalence: venv
+	nice -n 10 $(BIN)/python tools/por_equivalence.py $(EXERCISES)
 
 system-deps:
 	@command -v dpkg-query >/dev/null || { echo "Not a Debian system: install $(SYSTEM_PKGS) with your package manager."; exit 1; }; \
