@@ -752,3 +752,43 @@ def test_no_helper_reachable_from_a_graded_reference_is_callable_in_the_sandbox(
     g = grade(student_notebook(tmp_path / "probe.ipynb", n,
                                solution_answer(n) + PROBE.format(targets=targets)), limits=Limits())
     assert f"ValueError: probed {len(targets)}, callable: []" in " ".join(g.problems), g.problems
+
+
+READS_THE_DEFINING_MODULE = '''
+import sys, types
+import percolator_ref.observers as _package
+_path = _package.__file__.replace("__init__.py", "notifications.py")
+_copy = types.ModuleType("percolator_ref.observers.copied")
+_copy.__package__ = "percolator_ref.observers"
+sys.modules[_copy.__name__] = _copy
+exec(compile(open(_path).read(), "copied", "exec"), _copy.__dict__)
+_found = _copy.__dict__
+
+
+def pending_notification(txn, observer, row):
+    result = _found["pending_notification"](txn, observer, row)
+    return result
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    result = _found["run_observer"](cluster, observer, row, client=client, crash_after=crash_after)
+    return result
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+'''
+
+
+def test_the_module_defining_a_hidden_step_is_unreadable_and_its_helpers_hidden(tmp_path):
+    """Exercise 6 names its hidden steps by the package that re-exports them
+    (``percolator_ref.observers``); the source that defines them is
+    ``observers/notifications.py``. Reading that file in the answer cell and running it as a
+    fresh module scored 13/13; the file is now unreadable (open fails, nothing passes), and the
+    step's private helpers there (``_unacknowledged``) are hidden like the steps."""
+    from percolator_ref.grading import ex06_observers
+    from percolator_ref.grading.reach import hidden_targets
+    g = grade(student_notebook(tmp_path / "copied.ipynb", 6, "from types import SimpleNamespace\n"
+                               + READS_THE_DEFINING_MODULE), limits=Limits())
+    assert g.total and g.n_passed == 0, g.summary()
+    targets = hidden_targets(ex06_observers.exercise, REPO / "exercises")
+    assert "percolator_ref.observers.notifications:_unacknowledged" in targets, targets
