@@ -792,3 +792,43 @@ def test_the_module_defining_a_hidden_step_is_unreadable_and_its_helpers_hidden(
     assert g.total and g.n_passed == 0, g.summary()
     targets = hidden_targets(ex06_observers.exercise, REPO / "exercises")
     assert "percolator_ref.observers.notifications:_unacknowledged" in targets, targets
+
+
+def test_the_guard_lets_the_students_own_functions_take_defaults(tmp_path):
+    """A ``NamedTuple`` (or ``namedtuple``) with a default sets its ``__new__``'s
+    ``__defaults__``: the guard refused it, so an honest answer with one scored 0/9 on
+    exercise 5. The students' own functions (compiled from a cell or generated) may take
+    defaults; a function from a file (the guard itself, whose state is its defaults; the
+    kit; the standard library) may not, and no function's ``__code__`` may change."""
+    from percolator_ref.grading.framework import ANSWER_FILENAME
+    from percolator_ref.grading.sandbox import make_guard
+    guard = make_guard(str(tmp_path), (), (), (), ())
+    namespace: dict = {}
+    exec(compile("def mine(a=1):\n    return a\n", ANSWER_FILENAME.format("x"), "exec"), namespace)
+    generated = eval("lambda a, b: a + b")          # namedtuple's __new__ is made like this
+    for fn in (namespace["mine"], generated):
+        guard("object.__setattr__", (fn, "__defaults__", (2,)))
+        guard("object.__setattr__", (fn, "__kwdefaults__", {}))
+        with pytest.raises(PermissionError, match="__code__"):
+            guard("object.__setattr__", (fn, "__code__", generated.__code__))
+    for fn in (guard, make_guard, os.path.join):
+        with pytest.raises(PermissionError, match="__defaults__"):
+            guard("object.__setattr__", (fn, "__defaults__", ()))
+
+
+NAMED_TUPLE = '''from typing import NamedTuple
+
+
+class Range(NamedTuple):
+    start: int
+    size: int = 1000
+
+'''
+
+
+def test_an_honest_answer_with_a_named_tuple_default_passes(tmp_path):
+    """Exercise 5's solution with a ``NamedTuple`` holding a default above it: 0/9 when
+    the guard refused every change of ``__defaults__``, full marks now."""
+    g = grade(student_notebook(tmp_path / "nt.ipynb", 5, NAMED_TUPLE + solution_answer(5)),
+              limits=Limits())
+    assert g.total and g.n_passed == g.total, g.summary()

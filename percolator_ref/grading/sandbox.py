@@ -222,6 +222,15 @@ def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=i
             raise _PE(f"sandbox: {event} with dir_fd and a climbing path is refused")
 
 
+def from_file(fn) -> bool:
+    """Is ``fn`` a function compiled from a file (the kit, the standard library, frozen
+    or not, the guard, whose state is its defaults)? Not: the student's own, compiled from
+    an answer cell, or generated (``namedtuple`` sets its ``__new__``'s defaults); those
+    may take defaults."""
+    name = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    return not isinstance(name, str) or not name.startswith("<") or name.startswith("<frozen")
+
+
 def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tuple,
                hidden_types: tuple):
     """The audit hook enforcing the sandbox's rules (its state is immutable defaults)."""
@@ -231,7 +240,7 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
     def guard(event, args, _rules=rules, _hidden=hidden_types, _events=DENIED_EVENTS,
               _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
               _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
-              _denied_module=denied_module,
+              _denied_module=denied_module, _from_file=from_file,
               _resolve=resolve, _len=len, _type=type, _str=str, _bytes=bytes,
               _isinstance=isinstance, _PE=PermissionError):
         if event == "open":
@@ -241,8 +250,8 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
         if event == "import" and _denied_module(args, _modules):
             raise _PE(f"sandbox: importing {args[0]!s} is refused during grading")
         if event == "object.__setattr__" or event == "object.__delattr__":
-            if args[0] in _hidden or (_len(args) > 1 and args[1] in
-                                      ("__code__", "__defaults__", "__kwdefaults__")):
+            if args[0] in _hidden or (_len(args) > 1 and (args[1] == "__code__" or (
+                    args[1] in ("__defaults__", "__kwdefaults__") and _from_file(args[0])))):
                 raise _PE(f"sandbox: changing {args[1]!s} of a {_type(args[0]).__name__} is refused")
             return
         for name, indices in _writes:
