@@ -832,3 +832,51 @@ def test_an_honest_answer_with_a_named_tuple_default_passes(tmp_path):
     g = grade(student_notebook(tmp_path / "nt.ipynb", 5, NAMED_TUPLE + solution_answer(5)),
               limits=Limits())
     assert g.total and g.n_passed == g.total, g.summary()
+
+
+TTL_CLEANUP = '''from percolator_ref import rows
+from percolator_ref.model import Cell, Write
+from percolator_ref.step import Step
+from percolator_ref.variants.lock_ttl import TTLCleanup
+from percolator_ref.cleanup import Cleanup
+
+
+class _Resolver(TTLCleanup, Cleanup):
+    pass
+
+
+def backoff_and_maybe_cleanup_lock(session, cell, lock, attempt):
+    if session.is_alive(lock.client):
+        session.backoff(attempt)
+        return
+    commit_ts = RESOLVED
+    if lock.is_primary:
+        return
+    step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
+    with session.row_transaction(cell.table, cell.row, step) as rt:
+        if rows.held_lock(rt, cell.column, lock.start_ts) is None:
+            return
+        if commit_ts is None:
+            rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
+        else:
+            rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                              commit_ts, session.is_observed(cell.table, cell.column)))
+'''
+
+
+def test_a_variants_copy_of_the_hidden_step_gains_nothing_on_exercise_4(tmp_path):
+    """Exercise 4's cleanup with its decision at the primary left to the lock-TTL variant's
+    ``TTLCleanup.check_txn_status`` (TiKV's version of the hidden ``resolve_primary``, which
+    no reachability from the reference finds) scored 10/10; the same answer deciding
+    "rolled back" itself scores 2/10. A variant the exercise did not load may not be imported
+    while grading, so the trick scores no more than the answer without it."""
+    tricked = grade(student_notebook(tmp_path / "ttl.ipynb", 4, TTL_CLEANUP.replace(
+        "RESOLVED", "_Resolver(session).check_txn_status(Cell(*lock.primary), lock.start_ts, "
+                    "lock.client).commit_ts")), limits=Limits())
+    alone = grade(student_notebook(tmp_path / "alone.ipynb", 4,
+                                   TTL_CLEANUP.replace("from percolator_ref.variants.lock_ttl import "
+                                                       "TTLCleanup\n", "").replace(
+                                       "TTLCleanup, ", "").replace("RESOLVED", "None")),
+                  limits=Limits())
+    assert alone.total and alone.n_passed < alone.total, alone.summary()
+    assert tricked.n_passed <= alone.n_passed, (tricked.summary(), alone.summary())
