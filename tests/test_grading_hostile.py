@@ -880,3 +880,29 @@ def test_a_variants_copy_of_the_hidden_step_gains_nothing_on_exercise_4(tmp_path
                   limits=Limits())
     assert alone.total and alone.n_passed < alone.total, alone.summary()
     assert tricked.n_passed <= alone.n_passed, (tricked.summary(), alone.summary())
+
+
+def test_the_variants_commit_point_gains_nothing_on_exercise_3(tmp_path):
+    """Exercise 3's commit point left to ``variants.locks.commit_at_primary`` (TiKV's version
+    of the hidden ``commit_primary``, in a module every exercise loads) scored full marks;
+    the same answer whose commit point forgets to check its lock does not. It is hidden
+    with the step, so the trick scores no more than the answer without it."""
+    answer = solution_answer(3)
+    head, _, rest = answer.partition("    def commit_primary(self, m):\n")
+    _, _, tail = rest.partition("    def two_phase_commit(self):\n")
+    body = "    def two_phase_commit(self):\n" + tail
+    tricked = head + ("    def commit_primary(self, m):\n"
+                      "        from percolator_ref.variants.locks import commit_at_primary\n"
+                      "        return commit_at_primary(self, m)\n\n") + body
+    alone = head + (
+        "    def commit_primary(self, m):\n"
+        "        notify = self.session.is_observed(m.cell.table, m.cell.column)\n"
+        "        with self.session.row_transaction(m.cell.table, m.cell.row, "
+        "Step.COMMIT_PRIMARY) as rt:\n"
+        "            rows.apply(rt, rows.commit_writes(m.cell.column, Write(self.start_ts, "
+        "m.kind), self.commit_ts, notify))\n"
+        "            return True\n\n") + body
+    g_alone = grade(student_notebook(tmp_path / "alone.ipynb", 3, alone), limits=Limits())
+    g_tricked = grade(student_notebook(tmp_path / "tricked.ipynb", 3, tricked), limits=Limits())
+    assert g_alone.total and g_alone.n_passed < g_alone.total, g_alone.summary()
+    assert g_tricked.n_passed <= g_alone.n_passed, (g_tricked.summary(), g_alone.summary())
