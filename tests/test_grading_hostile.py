@@ -834,33 +834,24 @@ def test_an_honest_answer_with_a_named_tuple_default_passes(tmp_path):
     assert g.total and g.n_passed == g.total, g.summary()
 
 
-TTL_CLEANUP = '''from percolator_ref import rows
-from percolator_ref.model import Cell, Write
-from percolator_ref.step import Step
-from percolator_ref.variants.lock_ttl import TTLCleanup
+def _ex04_answer(primary: str) -> str:
+    """Exercise 4's answer cell from the catalogue's parts, with the decision at the primary
+    given (the catalogue's right wait and roll forward/back around it)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "ex04_wrong_answers", REPO / "tests" / "wrong_answers" / "ex04_cleanup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._answer(primary=primary)
+
+
+TTL_DECIDES = '''\
 from percolator_ref.cleanup import Cleanup
-
-
-class _Resolver(TTLCleanup, Cleanup):
-    pass
-
-
-def backoff_and_maybe_cleanup_lock(session, cell, lock, attempt):
-    if session.is_alive(lock.client):
-        session.backoff(attempt)
-        return
-    commit_ts = RESOLVED
-    if lock.is_primary:
-        return
-    step = Step.ROLL_BACK if commit_ts is None else Step.ROLL_FORWARD
-    with session.row_transaction(cell.table, cell.row, step) as rt:
-        if rows.held_lock(rt, cell.column, lock.start_ts) is None:
-            return
-        if commit_ts is None:
-            rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
-        else:
-            rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
-                                              commit_ts, session.is_observed(cell.table, cell.column)))
+from percolator_ref.variants.lock_ttl import TTLCleanup
+resolver = type("Resolver", (TTLCleanup, Cleanup), {})(session)
+commit_ts = resolver.check_txn_status(Cell(*lock.primary), lock.start_ts, lock.client).commit_ts
+if lock.is_primary:
+    return
 '''
 
 
@@ -870,14 +861,10 @@ def test_a_variants_copy_of_the_hidden_step_gains_nothing_on_exercise_4(tmp_path
     no reachability from the reference finds) scored 10/10; the same answer deciding
     "rolled back" itself scores 2/10. A variant the exercise did not load may not be imported
     while grading, so the trick scores no more than the answer without it."""
-    tricked = grade(student_notebook(tmp_path / "ttl.ipynb", 4, TTL_CLEANUP.replace(
-        "RESOLVED", "_Resolver(session).check_txn_status(Cell(*lock.primary), lock.start_ts, "
-                    "lock.client).commit_ts")), limits=Limits())
-    alone = grade(student_notebook(tmp_path / "alone.ipynb", 4,
-                                   TTL_CLEANUP.replace("from percolator_ref.variants.lock_ttl import "
-                                                       "TTLCleanup\n", "").replace(
-                                       "TTLCleanup, ", "").replace("RESOLVED", "None")),
-                  limits=Limits())
+    tricked = grade(student_notebook(tmp_path / "ttl.ipynb", 4, _ex04_answer(TTL_DECIDES)),
+                    limits=Limits())
+    alone = grade(student_notebook(tmp_path / "alone.ipynb", 4, _ex04_answer(
+        "commit_ts = None\nif lock.is_primary:\n    return\n")), limits=Limits())
     assert alone.total and alone.n_passed < alone.total, alone.summary()
     assert tricked.n_passed <= alone.n_passed, (tricked.summary(), alone.summary())
 
