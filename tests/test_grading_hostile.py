@@ -893,3 +893,24 @@ def test_the_variants_commit_point_gains_nothing_on_exercise_3(tmp_path):
     g_tricked = grade(student_notebook(tmp_path / "tricked.ipynb", 3, tricked), limits=Limits())
     assert g_alone.total and g_alone.n_passed < g_alone.total, g_alone.summary()
     assert g_tricked.n_passed <= g_alone.n_passed, (g_tricked.summary(), g_alone.summary())
+
+
+def test_the_variants_rollback_record_helper_gains_nothing_on_exercise_9(tmp_path):
+    """Exercise 9's rollback record at a primary found neither locked nor committed, left to
+    ``variants.rollback_records.mark_rolled_back`` (loaded with the exercise, reached by no
+    hidden step): the trick scores no more than the same answer that writes no record there."""
+    answer = solution_answer(9)
+    mine = ("            elif rt.read(write_col(primary.column), start_ts, start_ts) is None:\n"
+            "                # neither locked nor committed nor rolled back: its prewrite may be on its way\n"
+            "                rows.apply(rt, [(write_col(primary.column), start_ts,\n"
+            "                                 Write(start_ts, WriteKind.ROLLBACK))])\n")
+    assert mine in answer
+    tricked = answer.replace(mine, "            else:\n"
+                                   "                from percolator_ref.variants.rollback_records "
+                                   "import mark_rolled_back\n"
+                                   "                mark_rolled_back(rt, primary.column, start_ts)\n")
+    alone = answer.replace(mine, "")
+    g_alone = grade(student_notebook(tmp_path / "alone.ipynb", 9, alone), limits=Limits())
+    g_tricked = grade(student_notebook(tmp_path / "tricked.ipynb", 9, tricked), limits=Limits())
+    assert g_alone.total and g_alone.n_passed < g_alone.total, g_alone.summary()
+    assert g_tricked.n_passed <= g_alone.n_passed, (g_tricked.summary(), g_alone.summary())
