@@ -292,15 +292,7 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
         prefix, drowsy = todo.pop()
         chooser = Chooser(prefix, seen=seen, limit=limit, drowsy=drowsy,
                           preemptions=preemptions, crashes=crashes)
-        failure, steps = run(chooser, False)
-        if failure is MERGED:
-            outcome.merged += chooser.asleep is False
-            outcome.asleep += chooser.asleep
-            failure = None
-        else:
-            outcome.runs += 1
-        if failure is not None and _shorter(steps, chooser.taken, outcome):
-            outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
+        failure = _tally(outcome, chooser, *run(chooser, False))
         if failure is not None and failure.startswith(LOOPED):
             break                                # a loop: one is enough (each costs a budget)
         for i in range(len(chooser.taken) - 1, len(chooser.prefix) - 1, -1):
@@ -310,6 +302,19 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
         if again is not None:                   # a failure seen is never taken back (a run
             outcome.failure, outcome.steps = again, steps   # that passes again keeps it)
     return outcome
+
+
+def _tally(outcome: Outcome, chooser: Chooser, failure, steps: list):
+    """Count one run in ``outcome`` (a merged or sleeping one apart) and keep its failure if
+    it is the shortest so far; the run's failure, None for a merged run."""
+    if failure is MERGED:
+        outcome.merged += chooser.asleep is False
+        outcome.asleep += chooser.asleep
+        return None
+    outcome.runs += 1
+    if failure is not None and _shorter(steps, chooser.taken, outcome):
+        outcome.failure, outcome.schedule, outcome.steps = failure, tuple(chooser.taken), steps
+    return failure
 
 
 def _shorter(steps: list, taken: list, best: Outcome) -> bool:
