@@ -127,7 +127,8 @@ return None
 }
 
 INTERLEAVING = {
-    "a primary that is neither locked nor committed was rolled back: nothing to write",
+    # "a primary that is neither locked nor committed was rolled back: nothing to write": no longer here: the secondary-reader check's class 3 (another transaction's lock on the primary) catches it
+    # with one client.
     "decide in one row transaction, roll back in the next",
     "the record for a missing primary written after the check, in its own row transaction",
     "check for a commit first, then lock or record in a second row transaction",
