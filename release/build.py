@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import py_compile
@@ -76,7 +77,9 @@ def hidden_targets() -> list:
             obj = importlib.import_module(module_name)
             for part in qualname.split("."):
                 obj = getattr(obj, part)
-            defined = obj.__module__
+            # unwrapped: a grader may wrap a step at run time (exercise 4's plugged reader),
+            # and the list must not depend on what ran before in this process
+            defined = inspect.unwrap(obj).__module__
             if (defined, qualname) not in found:
                 found.append((defined, qualname))
     return found
