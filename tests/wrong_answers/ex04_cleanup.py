@@ -194,7 +194,7 @@ INTERLEAVING = {
     # misconceptions that only an interleaving of clients (or a crash) shows: every
     # single-client check passes them
     "decides at the primary in one row transaction, rolls it back in another",
-    "takes a primary with no lock as committed, at its newest write record",
+    # "takes a primary with no lock as committed, at its newest write record": no longer here: the same single-client class catches it.
     # "leaves the secondary to whoever already rolled the primary back": no longer here: the secondary-reader check's second primary class (a later writer of the primary) catches it
     # with one client.
     "rolls back a dead holder's primary lock met earlier without looking again",
