@@ -9,6 +9,7 @@ and exercise 01's worked example shows its dollar amounts as written, not typese
 Notebook 02 is edited in branch ``facts``: its committed outputs hold the old reprs until it
 is re-executed with this kit's widgets, so its case is an expected failure while they do.
 """
+import contextlib
 import importlib.util
 import os
 import re
@@ -72,14 +73,11 @@ def check_first_open(cells: list, path: str) -> None:
         assert not any(c["math"] for c in cells), "a markdown cell was typeset as math"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS)
-def test_untrusted_in_jupyterlab_shows_saved_views_not_reprs(tmp_path, path):
-    require_browser()
+@contextlib.contextmanager
+def lab_page(root: Path, tmp_path: Path, path: str):
+    """A Chromium page on ``path`` in a JupyterLab over ``root`` with a new data dir (no
+    notebook signature: untrusted, as in a fresh clone)."""
     from playwright.sync_api import sync_playwright
-    root = tmp_path / "kit"
-    (root / Path(path).parent).mkdir(parents=True)
-    shutil.copy(ROOT / path, root / path)
-    # a new data dir: no notebook signature, so the notebook is untrusted (a fresh clone)
     with jupyterlab(root, tmp_path / "home", data_dir=tmp_path / "data") as (base, token):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
@@ -87,14 +85,24 @@ def test_untrusted_in_jupyterlab_shows_saved_views_not_reprs(tmp_path, path):
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(f"{base}/lab/tree/{path}?token={token}")
-                cells = read_cells(page)
-                trusted = page.evaluate("() => window.jupyterapp.shell.currentWidget.content"
-                                        ".widgets.filter(c => c.model.type === 'code')"
-                                        ".some(c => c.model.trusted)")
-                assert trusted is False
-                check_first_open(cells, path)
+                yield page
             finally:
                 browser.close()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS)
+def test_untrusted_in_jupyterlab_shows_saved_views_not_reprs(tmp_path, path):
+    require_browser()
+    root = tmp_path / "kit"
+    (root / Path(path).parent).mkdir(parents=True)
+    shutil.copy(ROOT / path, root / path)
+    with lab_page(root, tmp_path, path) as page:
+        cells = read_cells(page)
+        trusted = page.evaluate("() => window.jupyterapp.shell.currentWidget.content"
+                                ".widgets.filter(c => c.model.type === 'code')"
+                                ".some(c => c.model.trusted)")
+        assert trusted is False
+        check_first_open(cells, path)
 
 
 def load_lite(name: str):
@@ -136,7 +144,7 @@ def test_reset_then_step_in_jupyterlab_through_the_buttons(tmp_path):
     The kernel may handle the two clicks on different threads; Step must still step."""
     require_browser()
     import nbformat
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
     from lab_server import KERNEL_IDLE
     root = tmp_path / "kit"
     root.mkdir()
@@ -146,25 +154,17 @@ def test_reset_then_step_in_jupyterlab_through_the_buttons(tmp_path):
         "from percolator_ref.viz import figure4_stepper\n"
         "s = figure4_stepper()\ns.run()\ns.widget()")]
     nbformat.write(nb, root / "reset.ipynb")
-    with jupyterlab(root, tmp_path / "home", data_dir=tmp_path / "data") as (base, token):
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                        args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.goto(f"{base}/lab/tree/reset.ipynb?token={token}")
-                page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-                page.wait_for_function(KERNEL_IDLE, timeout=60_000)
-                page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-                widget = page.locator(".jupyter-widgets.widget-vbox").first
-                expect(widget).to_contain_text("transfer finished: committed", timeout=60_000)
-                widget.get_by_role("button", name="Reset", exact=True).click()
-                expect(widget).to_contain_text("frame 0: initial state", timeout=30_000)
-                step = widget.get_by_role("button", name="Step", exact=True)
-                step.click()
-                expect(widget).to_contain_text("frame 1: T7 get Bob", timeout=30_000)
-                step.click()
-                expect(widget).to_contain_text("frame 2: T7 get Joe", timeout=30_000)
-                expect(widget).not_to_contain_text("different thread")
-            finally:
-                browser.close()
+    with lab_page(root, tmp_path, "reset.ipynb") as page:
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        page.wait_for_function(KERNEL_IDLE, timeout=60_000)
+        page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        widget = page.locator(".jupyter-widgets.widget-vbox").first
+        expect(widget).to_contain_text("transfer finished: committed", timeout=60_000)
+        widget.get_by_role("button", name="Reset", exact=True).click()
+        expect(widget).to_contain_text("frame 0: initial state", timeout=30_000)
+        step = widget.get_by_role("button", name="Step", exact=True)
+        step.click()
+        expect(widget).to_contain_text("frame 1: T7 get Bob", timeout=30_000)
+        step.click()
+        expect(widget).to_contain_text("frame 2: T7 get Joe", timeout=30_000)
+        expect(widget).not_to_contain_text("different thread")
