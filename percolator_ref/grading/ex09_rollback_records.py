@@ -77,8 +77,15 @@ class RecordsWorld(TrustedWorld):
                                      lock_ttl=ttl, variants=[RollbackRecords()]), BUDGET)
         self.oracle = self.cluster.oracle
         self.hub.trusted.history = self.cluster.history
+        self.guards = tuple(self.cluster.bigtable.interceptors)    # this cluster's budget
         if register:
             trial.worlds.append(self)
+
+    def plain(self) -> bool:
+        """No state of its own: its cluster's store, oracle, clock and lock service are all
+        a run depends on (the rollback records are cells), so the explorer may merge and
+        reduce its runs as a plain world's (:meth:`TrustedWorld.fingerprint`)."""
+        return type(self) is RecordsWorld and tuple(self.cluster.bigtable.interceptors) == self.guards
 
     def rolled_back(self, values: dict, start: int, cells: int = 1) -> None:
         """The first ``cells`` cells of a locked transaction rolled back, with records."""

@@ -78,13 +78,27 @@ class AsyncWorld(TrustedWorld):
         self.hub.trusted.history = self.cluster.history
         self.max_ts: MaxTs = max_ts_of(self.cluster)
         SHARED[id(self)] = self.max_ts
+        self.guards = tuple(self.cluster.bigtable.interceptors)    # this cluster's budget
         if register:
             trial.worlds.append(self)
 
     def serve_row(self, c, msg: dict) -> None:
         if msg["step"] in READS and c.timestamps:
+            self.touch(("max_ts",), "w")
             self.max_ts.update(c.timestamps[0])
+        if c.host == "trusted":                  # the async writer reads max_ts in its prewrites
+            self.touch(("max_ts",), "r")
         return super().serve_row(c, msg)
+
+    def plain(self) -> bool:
+        """Its one piece of state besides the cluster's, max_ts, is in :meth:`fingerprint` and
+        in the footprints (raised by a read, read by the trusted writer's row transactions):
+        the explorer may merge and reduce its runs."""
+        return type(self) is AsyncWorld and tuple(self.cluster.bigtable.interceptors) == self.guards
+
+    def fingerprint(self):
+        found = super().fingerprint()
+        return None if found is None else found + (self.max_ts.value,)
 
     def async_locked(self, values: dict, start: int, client: str, min_commit: list) -> None:
         """``values`` prewritten with async commit at ``start`` by ``client``: the first cell
