@@ -48,7 +48,7 @@ exercise = Exercise(
                 "resolve_primary", "check_secondaries", "check_secondary", "decide"))),
     forbidden_bases=("AsyncCleanup",))
 
-BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1")
+BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1", "x2")
 ROWS = ("Bob", "Joe", "Ann")                   # the transfer's cells, Bob.bal the primary
 READS = frozenset({Step.GET.value, Step.SCAN.value})
 SHARED = weakref.WeakValueDictionary()         # world id -> its store's MaxTs (trusted side only)
@@ -235,19 +235,99 @@ def _committed_primary(trial, p):
 
 # -- 2. a secondary missing: rolled back ---------------------------------------------------------
 
+NOTHING = "a secondary never prewritten, nothing on it"
+SECONDARY_BELOW = "a secondary never prewritten, another transaction's lock on it below start_ts"
+SECONDARY_ABOVE = "a secondary never prewritten, another transaction's lock on it above start_ts"
+PRIMARY_BELOW = "the primary never prewritten, another transaction's lock on it below start_ts"
+PRIMARY_ABOVE = "the primary never prewritten, another transaction's lock on it above start_ts"
+OTHERS = {SECONDARY_BELOW: ("Ann", "s_a"), SECONDARY_ABOVE: ("Ann", "s_v"),
+          PRIMARY_BELOW: ("Bob", "s_a"), PRIMARY_ABOVE: ("Bob", "s_v")}
+
+
+def _missing_world(trial, p, value_class):
+    """W (dead) prewrote all but one cell with async commit; that cell holds nothing, or X's
+    lock (X alive, async too) below or above W's start_ts: W's prewrite there met X's lock.
+    The primary missing: TiKV's client sends the prewrites in parallel, and the secondaries'
+    landed."""
+    if value_class == NOTHING:
+        return _crashed(trial, p, rows_locked=("Bob", "Joe"))
+    w = AsyncWorld(trial)
+    w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, p["s0"], p["c0"])
+    where, stamp = OTHERS[value_class]
+    values = {(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS}
+    for ts in sorted((p[stamp], p["s_w"])):
+        if ts == p[stamp]:
+            w.async_locked({(where, "bal"): p["x2"]}, ts, "X", [ts + 1])
+        elif where == "Ann":
+            w.async_locked({k: v for k, v in values.items() if k[0] != "Ann"}, ts, "W", p["mct"])
+            _list_all(w, p)
+        else:
+            _secondaries_locked(w, p, values)
+    w.crash("W")
+    return w
+
+
+def _secondaries_locked(w, p, values) -> None:
+    """W's async-commit locks on Joe.bal and Ann.bal (primary Bob.bal), not on the primary."""
+    w.stamp(p["s_w"])
+    for i, ((row, column), value) in enumerate(values.items()):
+        if row != "Bob":
+            with w.row(row) as rt:
+                rt.write(data_col(column), p["s_w"], value)
+                rt.write(lock_col(column), p["s_w"], TiKVLock(
+                    p["s_w"], Cell(TABLE, "Bob", "bal"), False, "W", WriteKind.PUT,
+                    min_commit_ts=p["mct"][i]))
+    w.cluster.lockservice.register("W")
+
+
+def _missing_class(w, p) -> str:
+    """Which cell of the transfer holds no lock of W, and what it holds instead (X's lock,
+    below or above W's start_ts, or nothing)."""
+    missing = [row for row in ROWS if row not in _locks_of(w, p["s_w"])]
+    if len(missing) != 1 or missing == ["Joe"]:
+        return "other"
+    others = [ts for ts, lock in w.cluster.bigtable.versions(TABLE, missing[0], lock_col("bal"))
+              if getattr(lock, "client", None) == "X"]
+    where = "the primary" if missing == ["Bob"] else "a secondary"
+    if not others:
+        return f"{where} never prewritten, nothing on it"
+    side = "below" if others[0] < p["s_w"] else "above"
+    return (f"{where} never prewritten, another transaction's lock on it {side} start_ts"
+            if len(others) == 1 else "other")
+
+
 @exercise.check("a secondary never prewritten: the transaction is rolled back",
-                params=_p("s0", "c0", "s_w"))
+                params=_p("s0", "c0", "s_a", "s_w", "s_v"),
+                classes=(NOTHING, SECONDARY_BELOW, SECONDARY_ABOVE, PRIMARY_BELOW, PRIMARY_ABOVE))
 def _missing(trial, p):
-    w = _crashed(trial, p, rows_locked=("Bob", "Joe"))
-    got = _read(w, p["s_r"], "Joe")
-    rule = (f"W (start_ts {p['s_w']}) died before prewriting Ann.bal, which its primary lists: "
-            f"not every prewrite succeeded, so W never committed and is rolled back (its "
-            f"prewrite of Ann.bal, if it is only late, must then fail)")
+    for value_class in trial.each_class():
+        w = _missing_world(trial, p, value_class)
+        trial.covered(value_class, _missing_class(w, p))
+        got = _read(w, p["s_r"], "Joe")
+        _missing_ok(w, got, p, value_class)
+
+
+def _missing_ok(w, got, p, value_class) -> None:
+    where, stamp = OTHERS.get(value_class, ("Ann", None))
+    if stamp:
+        rule = (f"W (start_ts {p['s_w']}) died before its prewrite of {where}.bal landed; "
+                f"{where}.bal holds X's lock at {p[stamp]} (a live transaction's, not W's): not "
+                f"every prewrite succeeded, so W is rolled back")
+    else:
+        rule = (f"W (start_ts {p['s_w']}) died before prewriting Ann.bal, which its primary "
+                f"lists: not every prewrite succeeded, so W never committed and is rolled back "
+                f"(its prewrite of Ann.bal, if it is only late, must then fail)")
     for row in ("Bob", "Joe"):
         require(_commit_ts_of(w, row, p["s_w"]) is None,
                 f"{rule}; {row}.bal was committed at {_commit_ts_of(w, row, p['s_w'])}")
     left = _locks_of(w, p["s_w"])
     require("Joe" not in left and "Bob" not in left, f"{rule}; W's locks are still on {left}")
+    if stamp:
+        lock, data = (dict(w.cluster.bigtable.versions(TABLE, where, column)).get(p[stamp])
+                      for column in (lock_col("bal"), data_col("bal")))
+        require(getattr(lock, "client", None) == "X" and data == p["x2"],
+                f"{rule}; X's lock and data on {where}.bal at {p[stamp]} are not yours to touch, "
+                f"and they are gone or changed")
     require(returned(got, p["j0"]), f"{rule}; the reader then reads {p['j0']}; it {said(got)}")
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 HEADER = '''from percolator_ref import rows
 from percolator_ref.cleanup import Cleanup
-from percolator_ref.model import Cell, Write, WriteKind, write_col
+from percolator_ref.model import Cell, Write, WriteKind, lock_col, write_col
 from percolator_ref.step import Step
 
 '''
@@ -147,3 +147,39 @@ INTERLEAVING = {
     "the missing secondary's record is written in a row transaction of its own",
     "a secondary without a lock is missing (committed ones too)",
 }
+
+
+# Another transaction's lock on a cell the transaction lists, where its own prewrite never
+# landed (issue 30, class 3): only the missing-secondary check's classes with X's lock show
+# these; every other check meets only W's locks.
+WRONG.update({
+    "a listed secondary that is locked counts as prewritten": _answer(check='''\
+found = [lock.min_commit_ts]
+for cell in map(Cell._make, lock.secondaries):
+    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
+        locked = rt.read(lock_col(cell.column))          # is the secondary still locked?
+        done = rows.find_commit_ts(rt, cell.column, start_ts)
+        if locked is None and done is None:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    if done is not None:
+        found = [done]
+        break
+    if locked is None:
+        found = None
+        break
+    found.append(locked[1].min_commit_ts)
+decided = max(found) if found else None
+'''),
+    "a secondary's lock from before start_ts counts as the transaction's": _answer(check=CHECK.replace(
+        "        other = rows.held_lock(rt, cell.column, start_ts)\n",
+        "        other = rt.read(lock_col(cell.column), start_ts)      # locked when we started?\n"
+        "        other = other[1] if other is not None else None\n")),
+    "the primary's lock is the transaction's: resolves at its start_ts": _answer(primary='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    found = rt.read(lock_col(primary.column))            # the primary's lock
+if commit_ts is not None or found is None:
+    return commit_ts
+lock = found[1]
+''', decide=DECIDE.replace("start_ts", "lock.start_ts")),
+})
