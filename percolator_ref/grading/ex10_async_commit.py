@@ -405,3 +405,47 @@ def _race_reader(trial, p):
 def _race_readers(trial, p):
     trial.explore(_family(p, ["R1", "R2"]), _judge(["R1", "R2"]), ttl=FAMILY_TTL, crashes=0,
                   preemptions=1, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+
+
+def _half_prewritten(p):
+    """W prewrote Bob.bal (its primary, listing Joe.bal and Ann.bal) and Joe.bal with async
+    commit, and died before Ann.bal; R1 reads Joe then Bob, R2 Bob then Joe. Either reader may
+    die anywhere: a cleaner that wrote Ann.bal's rollback record and died before the primary
+    leaves a record on a secondary beside a primary still locked."""
+    def family(w):
+        start = w.oracle.peek()
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, start, start + 2)
+        q = {"s_w": start + 4, "mct": [start + 5, start + 7]}
+        w.async_locked({(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS[:2]}, q["s_w"],
+                       "W", q["mct"])
+        _list_all(w, q)
+        w.crash("W")
+        return [Participant("R1", "reader", (CELLS,), crashable=True),
+                Participant("R2", "reader", (CELLS[::-1],), crashable=True)]
+    return family
+
+
+def _judge_half(w, clients) -> None:
+    readers = {}
+    for label, cells in (("R1", CELLS), ("R2", CELLS[::-1])):
+        if not clients[label].crashed:
+            readers.update(answered_reads(clients, [label], cells, "your resolve"))
+    records = history_with(w, readers)
+    settled_invariants(w, records)
+    for row in ROWS:
+        committed = [v.start_ts for _, v in w.cluster.bigtable.versions(TABLE, row, write_col("bal"))
+                     if isinstance(v, Write) and v.kind is not WriteKind.ROLLBACK
+                     and v.start_ts not in {r.start_ts for r in records}]
+        require(committed == [], f"W never prewrote Ann.bal, which its primary lists: it never "
+                                 f"committed, yet {row}.bal has a commit record pointing at "
+                                 f"{committed[0] if committed else None}")
+    judge_history(records)
+
+
+@exercise.check("every interleaving of two readers (your resolve) of a transfer that died "
+                "half-prewritten, either reader overtaken or crashing half-way", params=_family_p,
+                limit=30.0)
+def _race_half(trial, p):
+    for preemptions, crashes in ((1, 0), (0, 1)):     # overtaken half-way; dead half-way
+        trial.explore(_half_prewritten(p), _judge_half, ttl=FAMILY_TTL, preemptions=preemptions,
+                      crashes=crashes, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))

@@ -183,3 +183,56 @@ if commit_ts is not None or found is None:
 lock = found[1]
 ''', decide=DECIDE.replace("start_ts", "lock.start_ts")),
 })
+
+
+# A rollback record on a secondary while the primary is still locked: a cleaner that fenced
+# the secondary and died (or was overtaken) before rolling the primary back (issue 30, class
+# 5). Only the family of two readers of a transfer that died half-prewritten, one of them
+# overtaken (one preemption) or dead (one crash) half-way, builds it.
+WRONG.update({
+    "a rollback record on a secondary: someone already rolled the transaction back": _answer(
+        check='''\
+found = [lock.min_commit_ts]
+for cell in map(Cell._make, lock.secondaries):
+    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
+        other = rows.held_lock(rt, cell.column, start_ts)
+        done = rows.find_commit_ts(rt, cell.column, start_ts)
+        undone = rt.read(write_col(cell.column), start_ts, start_ts) is not None
+        if other is None and done is None and not undone:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    if done is not None:
+        found = [done]
+        break
+    if undone:                         # a rollback record: someone already rolled it back
+        return None
+    if other is None:
+        found = None
+        break
+    found.append(other.min_commit_ts)
+decided = max(found) if found else None
+'''),
+    "the cleaner that wrote a secondary's rollback record rolls the primary back": _answer(
+        check=_check('''\
+        if other is None and done is None:
+            fenced = rt.read(write_col(cell.column), start_ts, start_ts) is None
+            if fenced:                 # we found it missing: we roll the transaction back
+                rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+'''), decide='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, start_ts) is None:
+        return rows.find_commit_ts(rt, primary.column, start_ts)
+    if decided is None:
+        if not fenced:                 # another cleaner's record: the primary is its to roll back
+            return None
+        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
+            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    else:
+        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
+                                          notify=False))
+    return decided
+'''),
+})
+INTERLEAVING |= {
+    "a rollback record on a secondary: someone already rolled the transaction back",
+    "the cleaner that wrote a secondary's rollback record rolls the primary back",
+}
