@@ -36,6 +36,7 @@ from percolator_ref.cleanup import Cleanup
 from percolator_ref.model import Cell, Lock, Write, WriteKind, data_col, lock_col, split_column, \
     write_col
 from percolator_ref.session import Session
+from percolator_ref.stores.steps import declare_step
 from percolator_ref.variants import compose
 from percolator_ref.variants.rollback_records import RollbackRecords
 
@@ -129,6 +130,9 @@ def _resolve_role(Answer, cluster, primary, start_ts, holder):
         Cell(*primary), start_ts, holder)
 
 
+TXN_HEARTBEAT = declare_step("txn-heartbeat", read_only=True)
+
+
 class LatePrimary(Transaction):
     """TiKV's client sends a transaction's prewrites in parallel: here the primary's lands last."""
 
@@ -137,10 +141,15 @@ class LatePrimary(Transaction):
         primary = mutations[0].cell
         order = mutations[1:] + mutations[:1]
         for i, m in enumerate(order):
+            if m is mutations[0]:
+                self.before_primary(primary)
             if not self.prewrite(m, primary):
                 self.roll_back_own(order[:i])
                 return False
         return self.commit_prewritten(mutations)
+
+    def before_primary(self, primary: Cell) -> None:
+        """Between the secondaries' prewrites and the primary's (nothing here)."""
 
     def commit_prewritten(self, mutations) -> bool:
         """Figure 6 after the prewrites: commit_ts, the primary (the commit point), the rest."""
@@ -168,7 +177,26 @@ class TwicePrimary(LatePrimary):
         return self.commit_prewritten(mutations)
 
 
-WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary}
+class ComingBack(LatePrimary):
+    """A holder that stalls after its secondaries' prewrites, longer than the TTL (a pause: it
+    is judged dead), then comes back before its primary's prewrite lands: its heartbeat is a
+    message of its own (TiKV's TxnHeartBeat goes to the primary's row), which the explorer
+    places like any request."""
+
+    def before_primary(self, primary: Cell) -> None:
+        come_back(self, primary)
+
+
+def come_back(txn, primary: Cell) -> None:
+    """``txn``'s client stalls longer than the TTL (judged dead meanwhile), then heartbeats:
+    a message of its own at the primary's row, which the explorer places; alive again."""
+    txn.cluster.clock.sleep(3 * txn.session.lockservice.ttl)
+    with txn.session.row_transaction(primary.table, primary.row, TXN_HEARTBEAT):
+        pass
+    txn.session.lockservice.heartbeat(txn.client)
+
+
+WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary, "coming-back": ComingBack}
 
 
 @exercise.role("tikv_writer")
@@ -536,4 +564,13 @@ def _race_late(trial, p):
                 "prewrite the network delivers twice", params=_family_p, limit=60.0)
 def _race_twice(trial, p):
     trial.explore(_family(p, "twice-primary"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
+
+
+@exercise.check("every interleaving of a reader (your cleanup) with a transfer whose holder "
+                "stalls past its TTL and comes back before its primary prewrite lands",
+                params=_family_p, limit=30.0)
+def _race_back(trial, p):
+    trial.explore(_family(p, "coming-back"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  preemptions=3,
                   world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))

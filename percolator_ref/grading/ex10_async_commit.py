@@ -35,7 +35,7 @@ from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
 from .battery import guard
-from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
+from .ex09_rollback_records import come_back, commit_of, settled_invariants, writer_answered
 from .framework import Exercise, require
 from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
 from .trusted import Participant, answered_reads, TrustedWorld, history_with, judge_history, record_intent
@@ -51,6 +51,7 @@ exercise = Exercise(
 BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1", "x2")
 ROWS = ("Bob", "Joe", "Ann")                   # the transfer's cells, Bob.bal the primary
 READS = frozenset({Step.GET.value, Step.SCAN.value})
+PREWRITES = frozenset({Step.PREWRITE_PRIMARY.value, Step.PREWRITE_SECONDARY.value})
 SHARED = weakref.WeakValueDictionary()         # world id -> its store's MaxTs (trusted side only)
 
 
@@ -86,7 +87,7 @@ class AsyncWorld(TrustedWorld):
         if msg["step"] in READS and c.timestamps:
             self.touch(("max_ts",), "w")
             self.max_ts.update(c.timestamps[0])
-        if c.host == "trusted":                  # the async writer reads max_ts in its prewrites
+        if c.host == "trusted" and msg["step"] in PREWRITES:    # the async writer's read it
             self.touch(("max_ts",), "r")
         return super().serve_row(c, msg)
 
@@ -143,11 +144,23 @@ def _resolve_role(Answer, cluster, primary, start_ts, holder):
     return Answer(Session(cluster, "R")).resolve_primary(Cell(*primary), start_ts, holder)
 
 
+class ComingBack:
+    """Transaction mixin: the holder stalls past its TTL before its last prewrite (judged dead
+    meanwhile), then comes back, its heartbeat a message of its own, before that prewrite lands."""
+
+    def prewrite(self, m, primary) -> bool:
+        if self.async_mode and self.secondaries and m.cell == self.secondaries[-1]:
+            come_back(self, primary)
+        return super().prewrite(m, primary)
+
+
 @exercise.role("async_writer")
-def _async_writer_role(Reference, cluster, values, world):
-    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts."""
+def _async_writer_role(Reference, cluster, values, world, coming_back=False):
+    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts.
+    ``coming_back``: it stalls and comes back before its last prewrite (:class:`ComingBack`)."""
     variant = AsyncCommit()
-    cluster.Transaction = type("Transaction", (variant.Transaction, Transaction), {})
+    cluster.Transaction = type("Transaction", (ComingBack, variant.Transaction, Transaction)
+                               if coming_back else (variant.Transaction, Transaction), {})
     cluster.Cleanup = type("Cleanup", (variant.Cleanup, cluster.Cleanup), {})
     cluster.variant_states = {variant.name: SHARED[world]}      # the world's store's max_ts
     txn = cluster.Transaction(cluster)
@@ -449,3 +462,32 @@ def _race_half(trial, p):
     for preemptions, crashes in ((1, 0), (0, 1)):     # overtaken half-way; dead half-way
         trial.explore(_half_prewritten(p), _judge_half, ttl=FAMILY_TTL, preemptions=preemptions,
                       crashes=crashes, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+
+
+def _coming_back(p):
+    """W's async-commit transfer of Bob.bal (its primary, listing Joe.bal) and Joe.bal, whose
+    holder stalls past its TTL and comes back before Joe.bal's prewrite lands; R reads Bob."""
+    def family(w):
+        start = w.oracle.peek()
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS[:2]}, start, start + 2)
+        writer = Participant("W", "async_writer", (
+            [[row, "bal", p[f"{row[0].lower()}1"]] for row in ROWS[:2]], id(w), True),
+            host="trusted")
+        return [writer, Participant("R", "reader", (CELLS[1:],))]
+    return family
+
+
+def _judge_back(w, clients) -> None:
+    readers = answered_reads(clients, ["R"], CELLS[1:], "your resolve")
+    records = history_with(w, readers)
+    settled_invariants(w, records)
+    writer_answered(w, clients["W"], " (once every prewrite succeeded)")
+    judge_history(records)
+
+
+@exercise.check("every interleaving of a reader (your resolve) with an async-commit transfer "
+                "whose holder stalls past its TTL and comes back before its last prewrite lands",
+                params=_family_p, limit=30.0)
+def _race_back(trial, p):
+    trial.explore(_coming_back(p), _judge_back, ttl=FAMILY_TTL, crashes=0, preemptions=3,
+                  world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))

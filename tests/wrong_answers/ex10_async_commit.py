@@ -236,3 +236,15 @@ INTERLEAVING |= {
     "a rollback record on a secondary: someone already rolled the transaction back",
     "the cleaner that wrote a secondary's rollback record rolls the primary back",
 }
+
+
+# A holder judged dead that comes back (heartbeats) before its last prewrite lands (issue 30,
+# class 4): only the family whose writer stalls and heartbeats, as a message of its own, before
+# that prewrite, with three preemptions, shows this.
+WRONG.update({
+    "a live holder's missing secondary is only late: no record for it": _answer(check=_check('''\
+        if other is None and done is None and not self.session.is_alive(holder):
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+''')),
+})
+INTERLEAVING |= {"a live holder's missing secondary is only late: no record for it"}
