@@ -306,15 +306,9 @@ def test_the_schedules_run_do_not_depend_on_the_secret(n):
     assert all(classes == named[name] for name, _, classes, _ in solution)
 
 
-# Exercise 4's value classes for the secondary reader (a later writer of the primary, issue
-# 30 class 2) now catch two of its four interleaving-only entries with one client, so they
-# left INTERLEAVING; new interleaving-only entries for exercise 4 are owed (issue 30).
-AT_LEAST = {4: 2}
-
-
 def test_exercises_1_to_8_each_have_at_least_4_entries_only_an_interleaving_catches():
     counts = {n: len(getattr(catalogue_module(n), "INTERLEAVING", ())) for n in range(1, 9)}
-    assert all(count >= AT_LEAST.get(n, 4) for n, count in counts.items()), counts
+    assert all(count >= 4 for count in counts.values()), counts
 
 
 @pytest.mark.parametrize("n", WITH_INTERLEAVING_ENTRIES)
