@@ -191,26 +191,17 @@ lock = found[1]
 # overtaken (one preemption) or dead (one crash) half-way, builds it.
 WRONG.update({
     "a rollback record on a secondary: someone already rolled the transaction back": _answer(
-        check='''\
-found = [lock.min_commit_ts]
-for cell in map(Cell._make, lock.secondaries):
-    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
-        other = rows.held_lock(rt, cell.column, start_ts)
-        done = rows.find_commit_ts(rt, cell.column, start_ts)
+        check=_check('''\
         undone = rt.read(write_col(cell.column), start_ts, start_ts) is not None
         if other is None and done is None and not undone:
             rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-    if done is not None:
-        found = [done]
-        break
-    if undone:                         # a rollback record: someone already rolled it back
+''').replace('''    if other is None:
+        found = None
+''', '''    if undone:                         # a rollback record: someone already rolled it back
         return None
     if other is None:
         found = None
-        break
-    found.append(other.min_commit_ts)
-decided = max(found) if found else None
-'''),
+''')),
     "the cleaner that wrote a secondary's rollback record rolls the primary back": _answer(
         check=_check('''\
         if other is None and done is None:
