@@ -486,3 +486,13 @@ def test_a_crashed_trusted_client_has_closed_its_record_before_the_world_goes_on
         assert record.commit_ts is not None             # it crashed after taking commit_ts
     finally:
         w.close()
+
+
+def test_exercise_10s_schedules_do_not_depend_on_the_secret_beyond_the_first_three():
+    """Exercise 10's world once merged its runs' states by the plain fingerprint: its entry
+    'a listed secondary that is locked counts as prewritten' then ran other schedules under
+    secret 5 than under 0 (merged in one, run in the other), though the verdicts agreed. Its
+    world is no longer merged (sleep sets only): the schedules are the same."""
+    source = catalogue_module(10).WRONG["a listed secondary that is locked counts as prewritten"]
+    runs = [checked(10, source, secret)[1] for secret in (0, 5)]
+    assert runs[0] == runs[1]
