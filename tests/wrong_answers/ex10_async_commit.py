@@ -153,23 +153,10 @@ INTERLEAVING = {
 # landed (issue 30, class 3): only the missing-secondary check's classes with X's lock show
 # these; every other check meets only W's locks.
 WRONG.update({
-    "a listed secondary that is locked counts as prewritten": _answer(check='''\
-found = [lock.min_commit_ts]
-for cell in map(Cell._make, lock.secondaries):
-    with self.session.row_transaction(cell.table, cell.row, Step.CLEANUP_PRIMARY) as rt:
-        locked = rt.read(lock_col(cell.column))          # is the secondary still locked?
-        done = rows.find_commit_ts(rt, cell.column, start_ts)
-        if locked is None and done is None:
-            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-    if done is not None:
-        found = [done]
-        break
-    if locked is None:
-        found = None
-        break
-    found.append(locked[1].min_commit_ts)
-decided = max(found) if found else None
-'''),
+    "a listed secondary that is locked counts as prewritten": _answer(check=CHECK.replace(
+        "        other = rows.held_lock(rt, cell.column, start_ts)\n",
+        "        other = rt.read(lock_col(cell.column))           # is the secondary still locked?\n"
+        "        other = other[1] if other is not None else None\n")),
     "a secondary's lock from before start_ts counts as the transaction's": _answer(check=CHECK.replace(
         "        other = rows.held_lock(rt, cell.column, start_ts)\n",
         "        other = rt.read(lock_col(cell.column), start_ts)      # locked when we started?\n"
@@ -208,20 +195,10 @@ WRONG.update({
             fenced = rt.read(write_col(cell.column), start_ts, start_ts) is None
             if fenced:                 # we found it missing: we roll the transaction back
                 rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-'''), decide='''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    if rows.held_lock(rt, primary.column, start_ts) is None:
-        return rows.find_commit_ts(rt, primary.column, start_ts)
-    if decided is None:
+'''), decide=DECIDE.replace("    if decided is None:\n", """    if decided is None:
         if not fenced:                 # another cleaner's record: the primary is its to roll back
             return None
-        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
-            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-    else:
-        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
-                                          notify=False))
-    return decided
-'''),
+""")),
 })
 INTERLEAVING |= {
     "a rollback record on a secondary: someone already rolled the transaction back",
