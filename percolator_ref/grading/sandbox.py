@@ -41,9 +41,9 @@ import sys
 import types
 import weakref
 
-from .channel import FrameReader, PipeWriter
-from .clients import ClientHost
+from .channel import PipeWriter
 from .framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
+from .processes import Router, Template, probe
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox import child_main; child_main()")
@@ -371,45 +371,43 @@ def _run(job: dict, report: dict) -> None:
             report["internal"] = f"context cell {cell['id']} failed: {describe_exception(exc)}"
             return
     hidden_types, hidden_files = hide(targets)
-    sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types))
-    report["guarded"] = True
-    _run_student(job, spec, namespace, report)
-    serve_channel(job["channel"], spec, namespace, report)
+    hard = tuple(job["hard_deny"]) + hidden_files + (job["workdir"],)   # but its own folder
+
+    def guard(folder: str):
+        return make_guard(folder, *guard_args[1:], hard, hidden_types)
+    codes, error = _compile_answer(job)
+    template = Template(spec, namespace, codes, guard, job["workdir"])
+    report["guarded"] = True          # every client installs the guard before the answer runs
+    serve_channel(job["channel"], template, error, report)
 
 
-def _run_student(job, spec, namespace, report) -> None:
-    for cell in [c for c in job["cells"] if c["kind"] == "answer"]:
-        try:
-            _run_cell(cell, namespace)
-        except BaseException as exc:      # noqa: BLE001 - SystemExit too: the student's error
-            report["answer_error"] = describe_exception(exc)
-            return
-    if spec.answer not in namespace:
-        report["answer_error"] = f"your answer cells do not define {spec.answer}"
+def _compile_answer(job) -> tuple:
+    """The answer cells compiled (not run: each client process runs them); a syntax error."""
+    try:
+        return [compile(c["source"], ANSWER_FILENAME.format(c["id"]), "exec")
+                for c in job["cells"] if c["kind"] == "answer"], ""
+    except BaseException as exc:      # noqa: BLE001 - the student's error
+        return [], describe_exception(exc)
 
 
-def serve_channel(fds, spec, namespace, report) -> None:
+def serve_channel(fds, template: Template, error: str, report) -> None:
     """Interactive grading: the answer's clients talk to the grader's trusted world.
 
-    Sends ``answer_error`` (the answer cells failed) or ``ready``, then runs
-    the clients the world spawns until the grader closes the channel.
+    Runs the answer cells once in a guarded fork (:func:`.processes.probe`), sends
+    ``answer_error`` (they failed) or ``ready``, then forks a process for each
+    client the world spawns (:class:`.processes.Router`) until the grader closes
+    the channel.
     """
     out = PipeWriter(fds[1])
-    if report.get("answer_error"):
-        out.send({"op": "answer_error", "text": report["answer_error"]})
+    error = error or probe(template)
+    if error:
+        report["answer_error"] = error
+        out.send({"op": "answer_error", "text": error})
         return
-    host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
     layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
     out.send({"op": "ready", "landlock": layers})
-    reader = FrameReader(fds[0])
-    while True:
-        try:
-            msg = reader.receive(3600.0)
-        except TimeoutError:
-            continue
-        if msg is None:
-            return
-        host.deliver(msg)
+    del out
+    Router(template, fds).run()
 
 
 def child_main() -> None:
