@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -85,25 +86,40 @@ def _enter(template: Template, cid: int, down: int, up: int) -> str:
     return ""
 
 
+class PipeInbox:
+    """Client ``cid``'s inbox in its own process: the world's messages, read from its pipe
+    by whichever of its threads waits (as a thread's queue would hand them out)."""
+
+    def __init__(self, fd: int):
+        self.reader, self.lock = FrameReader(fd), threading.Lock()
+
+    def get(self) -> dict:
+        with self.lock:
+            while True:
+                try:
+                    msg = self.reader.receive(3600.0)
+                except TimeoutError:
+                    continue
+                return msg if isinstance(msg, dict) else {"op": "gone"}
+
+
 def client_main(template: Template, cid: int, down: int, up: int) -> None:
-    """A client process: the answer cells, then this one client until it is killed."""
+    """A client process: the answer cells, then this one client until it is killed.
+    The client runs in this process's main thread, on the first message (its spawn)."""
     try:
         error = _enter(template, cid, down, up)
         out = PipeWriter(up)
         if cid == PROBE:
             out.send({"op": "probe", "error": error})
             return
+        inbox = PipeInbox(down)
+        spawn = inbox.get()
+        if spawn.get("op") != "spawn" or type(spawn.get("cid")) is not int:
+            return
         host = ClientHost(out.send, template.spec.roles,
                           template.namespace.get(template.spec.answer), ttl=10.0)
-        reader = FrameReader(down)
-        while True:
-            try:
-                msg = reader.receive(3600.0)
-            except TimeoutError:
-                continue
-            if msg is None:
-                return
-            host.deliver(msg)
+        host.inboxes[spawn["cid"]] = inbox
+        host.client(spawn["cid"], spawn)
     finally:
         os._exit(0)
 
@@ -122,14 +138,10 @@ def fork_client(template: Template, cid: int) -> Client:
 
 
 def end_client(c: Client) -> None:
-    """Kill client ``c``'s process (a crash, or the end of its family) and reap it."""
+    """Kill client ``c``'s process (a crash, or the end of its family)."""
     try:
         os.kill(c.pid, signal.SIGKILL)
     except ProcessLookupError:
-        pass
-    try:
-        os.waitpid(c.pid, 0)
-    except ChildProcessError:
         pass
     for fd in (c.down, c.up):
         try:
@@ -140,6 +152,7 @@ def end_client(c: Client) -> None:
 
 def probe(template: Template) -> str:
     """Run the answer cells once in a guarded fork: their error, or ""."""
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # ended clients are reaped by the kernel
     c = fork_client(template, PROBE)
     try:
         msg = c.reader.receive(3600.0)

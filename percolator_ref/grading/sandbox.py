@@ -11,17 +11,21 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    working directory, reads only the Python installation and the kit's
    package (not ``grading/``, not the hidden reference's source), no
    ``execve``, no TCP, no signals to processes outside the sandbox;
-4. installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
-   removed): no file written outside the working directory, no reading of
-   the repository (solutions, tests, exercises, .git), the grader's modules,
-   the hidden reference or other submissions; no subprocess, fork, exec,
-   kill, socket, ctypes, sub-interpreter or rlimit change;
-5. runs the pristine context cells, then replaces the hidden reference
-   (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`;
-6. runs the student's answer cells, then serves the trusted world's clients
-   over its channel (:func:`serve_channel`) until the grader closes it, and
-   writes a short JSON report (its layers, the answer cells' error) to its
-   result fd.
+4. runs the pristine context cells, then replaces the hidden reference
+   (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`, and
+   compiles the answer cells: this state is the template of every client;
+5. forks one process per client incarnation (:mod:`.processes`): each closes
+   every descriptor but its own pipes, moves into its own work subfolder,
+   installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
+   removed): no file written outside that subfolder, no reading of the
+   repository (solutions, tests, exercises, .git), the grader's modules, the
+   hidden reference, other submissions or the other clients' folders; no
+   subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
+   change; then it runs the answer cells and serves one client;
+6. routes the trusted world's messages to those processes (stamping each
+   reply's sender), until the grader closes the channel, and writes a short
+   JSON report (its layers, the answer cells' error) to its result fd. This
+   process never runs student code.
 
 The verdicts are never computed here: the grader's world judges its own record.
 """

@@ -1,0 +1,59 @@
+"""Answers that try to pass state from one client to another through process memory.
+
+Each is a catalogue answer (``tests/wrong_answers/exNN_*.py``) with a trick
+added: while every client of a family ran as a thread of one sandboxed
+interpreter, the trick raised its score (a crashed oracle remembered its
+marks, two concurrent withdrawals saw each other); with one process per client
+incarnation it must score exactly what the plain answer scores.
+"""
+from wrong_answers.ex05_oracle import WRONG as EX05
+from wrong_answers.ex08_write_skew import WRONG as EX08
+
+IN_PLACE = "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)"
+SKEW = "checks the total but writes only its own account (write skew)"
+
+REMEMBERS_MARKS = EX05[IN_PLACE].replace('''            mark = int(text) if text else 0          # an empty file: no mark yet
+''', '''            mark = int(text) if text else MARKS.get(state_path, 0)   # emptied by a crash
+''').replace('''                    f.write(str(self.limit))
+''', '''                    f.write(str(self.limit))
+                MARKS[self.state_path] = self.limit
+''').replace('''        ts, self.next = self.next, self.next + 1
+        return ts
+''', '''        ts, self.next = self.next, self.next + 1
+        MARKS[self.state_path] = max(MARKS.get(self.state_path, 0), ts + 1)   # all served
+        return ts
+''').replace("import os\n", "import os\n\nMARKS = {}   # state file -> last mark written, in process memory\n", 1)
+
+SEES_THE_OTHER = '''
+import threading
+
+IN_FLIGHT = {}    # customer -> [[client id, amount, commit_ts or None], ...]
+
+
+def withdraw(txn, customer, account, amount):
+    me = threading.current_thread()._args[0]     # the client id the host runs this thread for
+    checking = txn.get(customer, "checking") or 0
+    savings = txn.get(customer, "savings") or 0
+    unseen = sum(e[1] for e in IN_FLIGHT.get(customer, [])   # my partner's, unseen by my snapshot
+                 if abs(e[0] - me) == 1 and (e[2] is None or e[2] > txn.start_ts))
+    if checking + savings - unseen < amount:
+        return False
+    entry = [me, amount, None]
+    IN_FLIGHT.setdefault(customer, []).append(entry)
+    commit = txn.commit
+
+    def committed(*args, **kwargs):
+        ok = commit(*args, **kwargs)
+        entry[2] = txn.commit_ts if ok else -1
+        return ok
+    txn.commit = committed
+    balance = checking if account == "checking" else savings
+    txn.set(customer, account, balance - amount)
+    return True
+'''
+assert REMEMBERS_MARKS.count("MARKS") == 5
+
+ATTACKS = {    # name: (exercise, plain answer, the answer with the trick)
+    "a crashed oracle's marks kept in a module global": (5, EX05[IN_PLACE], REMEMBERS_MARKS),
+    "two withdrawals that see each other in process memory": (8, EX08[SKEW], SEES_THE_OTHER),
+}
