@@ -16,6 +16,7 @@ reach each other only through the world.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import select
 import signal
@@ -124,13 +125,15 @@ def client_main(template: Template, cid: int, down: int, up: int) -> None:
         os._exit(0)
 
 
-def fork_client(template: Template, cid: int) -> Client:
-    """Fork client ``cid`` from the template, with its own pipes and work folder."""
+def fork_client(template: Template, cid: int, scrub: Callable = lambda: None) -> Client:
+    """Fork client number ``cid`` from the template, with its own pipes and work folder;
+    ``scrub()`` runs first in the fork (it forgets what the router holds of other clients)."""
     os.makedirs(os.path.join(template.workdir, f"client-{cid}"), exist_ok=True)
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        scrub()
         client_main(template, cid, down_r, up_w)       # never returns
     os.close(down_r)
     os.close(up_w)
@@ -186,12 +189,17 @@ def messages(reader: FrameReader):
 
 
 class Router:
-    """The template's loop: the world's messages to their client's process, and back."""
+    """The template's loop: the world's messages to their client's process, and back.
+
+    A spare client process is forked ahead, at the top of the loop (where the router holds
+    no message), so a spawn finds one whose answer cells have run already.
+    """
 
     def __init__(self, template: Template, fds):
         self.template, self.down, self.up = template, fds[0], fds[1]
         self.world = FrameReader(fds[0])
         self.clients: dict = {}
+        self.spare, self.serial = None, itertools.count(PROBE + 1)
         self.poll = select.poll()
         self.poll.register(self.down, select.POLLIN)
 
@@ -199,14 +207,23 @@ class Router:
         gc.freeze()                     # the forks share the template's pages untouched
         try:
             while True:
+                if self.spare is None:
+                    self.spare = fork_client(self.template, next(self.serial), self.scrub)
                 for fd, _ in self.poll.poll():
                     if fd == self.down and not self.from_world():
                         return
                     if fd != self.down:
                         self.from_client(fd)
         finally:
-            for c in list(self.clients.values()):
+            for c in list(self.clients.values()) + [self.spare] * (self.spare is not None):
                 end_client(c)
+
+    def scrub(self) -> None:
+        """In a fresh fork: drop the router's buffers (other clients' bytes) and clients."""
+        self.world.buffer = bytearray()
+        for c in self.clients.values():
+            c.reader.buffer = bytearray()
+        self.clients, self.world = {}, None
 
     def from_world(self) -> bool:
         for msg in messages(self.world):
@@ -218,7 +235,8 @@ class Router:
     def to_client(self, msg: dict) -> None:
         cid, op = msg.get("cid"), msg.get("op")
         if op == "spawn" and type(cid) is int and cid not in self.clients:
-            self.clients[cid] = fork_client(self.template, cid)
+            self.clients[cid] = self.spare or fork_client(self.template, next(self.serial))
+            self.spare = None
             self.poll.register(self.clients[cid].up, select.POLLIN)
         c = self.clients.get(cid)
         if c is None:
