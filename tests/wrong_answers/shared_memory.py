@@ -25,17 +25,33 @@ REMEMBERS_MARKS = EX05[IN_PLACE].replace('''            mark = int(text) if text
 ''').replace("import os\n", "import os\n\nMARKS = {}   # state file -> last mark written, in process memory\n", 1)
 
 SEES_THE_OTHER = '''
+import gc
 import threading
 
 IN_FLIGHT = {}    # customer -> [[client id, amount, commit_ts or None], ...]
 
 
+def _client_id():
+    """The id of the client running this: its thread's (a thread per client), else the host's."""
+    args = getattr(threading.current_thread(), "_args", ())
+    if args:
+        return args[0]
+    return max(next(o for o in gc.get_objects() if type(o).__name__ == "ClientHost").inboxes)
+
+
+def _live_clients():
+    """The ids of the clients this process serves now."""
+    hosts = [o for o in gc.get_objects() if type(o).__name__ == "ClientHost"]
+    return {cid for host in hosts for cid in host.inboxes}
+
+
 def withdraw(txn, customer, account, amount):
-    me = threading.current_thread()._args[0]     # the client id the host runs this thread for
+    me = _client_id()
     checking = txn.get(customer, "checking") or 0
     savings = txn.get(customer, "savings") or 0
     unseen = sum(e[1] for e in IN_FLIGHT.get(customer, [])   # my partner's, unseen by my snapshot
-                 if abs(e[0] - me) == 1 and (e[2] is None or e[2] > txn.start_ts))
+                 if abs(e[0] - me) == 1 and e[0] in _live_clients()
+                 and (e[2] is None or e[2] > txn.start_ts))
     if checking + savings - unseen < amount:
         return False
     entry = [me, amount, None]
