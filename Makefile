@@ -1,11 +1,17 @@
 # Build, notebook and test commands for the Percolator teaching kit.
 #   make venv         .venv with the pinned requirements and the package (editable)
-#   make lab          JupyterLab on 127.0.0.1 over notebooks/ (token auth on)
+#   make lab          JupyterLab on 127.0.0.1 over the whole kit, opening START_HERE.md
+#                     (token auth on); trusts the kit's own notebooks first
+#   make trust        trust the kit's own notebooks (so Lab draws their saved widgets)
 #   make lite         build/lite/: the kit as a static JupyterLite site (Pyodide, offline)
 #   make serve-lite   serve build/lite on http://127.0.0.1:8000 (loopback only)
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
+#   make release      build/release/: the student edition (folder, zip, browser site), no answers
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
-#   make test         make lite, pytest tests/, then nbval over notebooks/ and solutions/
+#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
+#   make por-equivalence  every catalogue entry self-checked with and without partial-order
+#                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
+#   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -22,9 +28,9 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv lab lite serve-lite bench-lite grade-bench test secret-sweep system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep por-equivalence system-deps clean
 
-venv: $(STAMP)
+venv: $(STAMP) trust
 
 # Re-run only when the pins or the project metadata change. The editable
 # install uses compat mode (a .pth with the repo root), so percolator_ref and
@@ -43,8 +49,20 @@ $(LAB_OVERRIDES): jupyter/overrides.json $(STAMP)
 # Token auth stays on. Jupyter refuses to run as root without --allow-root,
 # and root is the usual user on these machines.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+# The kit's own notebooks are trusted (their signatures go to the user's Jupyter data
+# dir): JupyterLab draws a saved widget view only in a trusted notebook, and shows the
+# saved text in an untrusted one. Cheap (about 2 s), so it runs on every make lab.
+KIT_NOTEBOOKS = $(wildcard notebooks/*.ipynb exercises/*.ipynb solutions/*.ipynb)
+trust: $(STAMP)
+	@$(BIN)/jupyter trust $(KIT_NOTEBOOKS) >/dev/null && \
+	  echo "trusted $(words $(KIT_NOTEBOOKS)) notebooks of the kit"
+
+# Lab serves the repository root (notebooks/, exercises/, solutions/, docs/) and opens
+# START_HERE.md, the landing page. LAB_EXTRA: more options (the tests give a port and token).
+LAB_EXTRA ?=
 lab: venv $(LAB_OVERRIDES)
-	$(BIN)/jupyter lab --ip=127.0.0.1 $(LAB_ARGS) notebooks/
+	$(BIN)/jupyter lab --ip=127.0.0.1 $(LAB_ARGS) --ServerApp.root_dir="$(CURDIR)" \
+	  --LabApp.default_url=/lab/tree/START_HERE.md $(LAB_EXTRA)
 
 # The static site: npm's pyodide at the pyodide kernel's version, the kit's wheel
 # and the pure-Python wheels it needs, the exercises and notebooks (lite/build.py).
@@ -58,6 +76,16 @@ serve-lite: lite
 bench-lite: lite
 	$(BIN)/python lite/bench.py
 
+# The instructor's page of wrong answers: each catalogue entry graded (secret 0), its first
+# failing check and feedback (tests/test_common_mistakes.py keeps the page in step).
+common-mistakes: venv
+	$(BIN)/python -m percolator_ref common-mistakes
+
+# The student edition (release/build.py, release/README.md): build/release/percolator-kit-student/,
+# its zip, and build/release/site/ (the browser site of it, from make lite's cache and node).
+release: venv lite
+	$(BIN)/python release/build.py --output-dir build/release
+
 # Issue 19's figure: every check and schedule of 200 sandboxed gradings (minutes).
 grade-bench: venv
 	$(BIN)/python -m percolator_ref grade-bench --per-exercise 25 -j 2
@@ -66,9 +94,10 @@ grade-bench: venv
 # notebook folder is still empty. nbval runs only over folders that hold
 # notebooks (exercises/ is left out: unsolved exercises fail by design). nbval runs in one
 # process: notebook 06 measures a CPU-time ratio that a notebook beside it would disturb.
-# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite.
-test: venv lite
-	PERCOLATOR_REQUIRE_LITE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite;
+# PERCOLATOR_REQUIRE_RELEASE: tests/test_release.py, without build/release/site.
+test: venv lite release
+	PERCOLATOR_REQUIRE_LITE=1 PERCOLATOR_REQUIRE_RELEASE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
@@ -84,6 +113,11 @@ test: venv lite
 # PERCOLATOR_SWEEP_SECRETS=N: fewer secrets; PERCOLATOR_SWEEP_EXERCISES=9,10: some exercises.
 secret-sweep: venv
 	PERCOLATOR_SECRET_SWEEP=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests/test_grading_interleavings.py -k 100_secrets $(PYTEST_ARGS)
+
+# The partial-order reduction's equivalence run (issue 27 item 6): CPU-heavy, not in `make test`.
+EXERCISES ?=
+por-equivalence: venv
+	nice -n 10 $(BIN)/python tools/por_equivalence.py $(EXERCISES)
 
 system-deps:
 	@command -v dpkg-query >/dev/null || { echo "Not a Debian system: install $(SYSTEM_PKGS) with your package manager."; exit 1; }; \

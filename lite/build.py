@@ -109,11 +109,11 @@ def browser_pins() -> list:
     return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
 
 
-def build_kit_wheel(dest: Path) -> Path:
+def build_kit_wheel(dest: Path, source: Path = ROOT) -> Path:
     for old in dest.glob("percolator_ref-*.whl"):
         old.unlink()
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-        "-w", dest, ROOT)
+        "-w", dest, source)
     return next(dest.glob("percolator_ref-*.whl"))
 
 
@@ -166,7 +166,7 @@ def copy_kernel_wheel(prefix: str, wheels: Path) -> Path:
     return wheels / found[0].name
 
 
-def assemble_pyodide(cache: Path, src: Path) -> None:
+def assemble_pyodide(cache: Path, src: Path, source: Path = ROOT) -> None:
     """static/pyodide: npm's Pyodide, local pure-Python wheels, a lock file pointing at them."""
     pyodide = src / "static" / "pyodide"
     fetch_pyodide(cache, pyodide)
@@ -178,7 +178,7 @@ def assemble_pyodide(cache: Path, src: Path) -> None:
     pip_download([f"{name}=={packages[name]['version']}" for name in local], wheels)
     pins = dict(p.split("==") for p in browser_pins())
     pip_download(browser_pins(), wheels)
-    kit = build_kit_wheel(cache / "kit")
+    kit = build_kit_wheel(cache / ("kit" if source == ROOT else "release-kit"), source)
     for name, spec in packages.items():
         if name in local:
             wheel = wheel_for(wheels, name.replace("-", "_"), spec["version"])
@@ -195,10 +195,10 @@ def assemble_pyodide(cache: Path, src: Path) -> None:
           f"{len(packages) - len(local) - len(extra)} from Pyodide's CDN on demand")
 
 
-def assemble_contents(src: Path) -> Path:
+def assemble_contents(src: Path, source: Path = ROOT) -> Path:
     contents = src / "contents"
     for folder in CONTENT_DIRS:
-        shutil.copytree(ROOT / folder, contents / folder,
+        shutil.copytree(source / folder, contents / folder,
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
     return contents
 
@@ -207,14 +207,18 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, default=ROOT / "build" / "lite")
     parser.add_argument("--cache-dir", type=Path, default=ROOT / "build" / "lite-cache")
+    parser.add_argument("--source", type=Path, default=ROOT,
+                        help="the tree whose package and exercises/notebooks the site holds "
+                             "(make release: the student edition)")
+    parser.add_argument("--lite-dir", type=Path, help="work folder (default: CACHE/lite-dir)")
     args = parser.parse_args(argv)
-    src = args.cache_dir / "lite-dir"
+    src = args.lite_dir or args.cache_dir / "lite-dir"
     shutil.rmtree(src, ignore_errors=True)
     shutil.rmtree(args.output_dir, ignore_errors=True)
     src.mkdir(parents=True)
     shutil.copy(LITE / "jupyter-lite.json", src / "jupyter-lite.json")
-    assemble_pyodide(args.cache_dir, src)
-    contents = assemble_contents(src)
+    assemble_pyodide(args.cache_dir, src, args.source.resolve())
+    contents = assemble_contents(src, args.source.resolve())
     run(Path(sys.executable).parent / "jupyter", "lite", "build", "--lite-dir", src,
         "--contents", contents, "--output-dir", args.output_dir.resolve(), cwd=src)
     print(f"built {args.output_dir}: serve it with make serve-lite "

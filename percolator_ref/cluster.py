@@ -5,18 +5,18 @@ uses; see API.md for the contract. Input is validated here, where it enters.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable, Optional
 
 from .checking.checker import CheckReport, History, check_history
 from .cleanup import Cleanup
 from .services.clock import WallClock
+from .services.lockservice import ttl_seconds
 from .model import check_timestamp
 from .observers import ObserverRegistry, run_observers
 from .stores.backend import open_backend
 from .trace import Tracer
 from .transaction import Transaction
-from .variants import check_variants, compose, timestamp_source
+from .variants import attach_variants, check_variants, compose
 
 
 def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> None:
@@ -27,8 +27,7 @@ def check_arguments(first_timestamp, clock, lock_ttl, record_history, seed) -> N
         raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
     if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)):
         raise TypeError(f"lock_ttl must be a number of seconds, got {lock_ttl!r}")
-    if not (math.isfinite(lock_ttl) and lock_ttl > 0):
-        raise ValueError(f"lock_ttl must be a finite number of seconds > 0, got {lock_ttl!r}")
+    ttl_seconds(lock_ttl)      # finite, > 0 and <= MAX_TTL: checked before a store is opened
     if not isinstance(record_history, bool):
         raise TypeError(f"record_history must be True or False, got {record_history!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -52,7 +51,8 @@ class Cluster:
     (:mod:`percolator_ref.variants`) that change named steps of the paper's
     protocol, composed in the order given; ``cluster.Transaction`` and
     ``cluster.Cleanup`` are the classes they build, ``cluster.oracle`` the
-    timestamp source.
+    timestamp source, ``cluster.variant_states`` the state each keeps for this
+    cluster (by family name; :func:`~percolator_ref.variants.state_of`).
     """
 
     def __init__(self, first_timestamp: int = 1, clock=None, lock_ttl: float = 10.0,
@@ -67,7 +67,7 @@ class Cluster:
         self.bigtable, self.oracle, self.lockservice = open_backend(
             backend, self.tracer, clock=self.clock, lock_ttl=lock_ttl,
             first_timestamp=first_timestamp, oracle_state_path=oracle_state_path)
-        self.oracle = timestamp_source(self.variants, self, self.oracle)
+        self.oracle = attach_variants(self, self.oracle)   # also sets self.variant_states
         self.history = History() if record_history else None
         self.observers = ObserverRegistry()
         self.seed = seed

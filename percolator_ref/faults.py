@@ -25,6 +25,7 @@ from typing import Optional
 
 from .errors import ClientCrash, StoreUnavailable
 from .step import CRASH_POINTS, PREWRITE_STEPS, Step
+from .stores.steps import properties
 
 
 def check_crash_after(crash_after) -> None:
@@ -80,6 +81,9 @@ def crash_plan(crash_after, session, prewrites: int) -> Optional[CrashAfter]:
 class StoreFailsAt:
     """The store fails at a row transaction of ``step``: raises :class:`StoreUnavailable`.
 
+    ``step``: a :class:`~percolator_ref.step.Step` or a step a variant declares
+    (:func:`~percolator_ref.stores.steps.declare_step`: ``"one-pc"``, ``"check-txn-status"``, ...).
+
     ``applied=False``: before the row transaction starts (the request never
     reached the store, nothing changes); ``applied=True``: after it applied
     (the store did the work, the reply was lost). Fails ``times`` times, then
@@ -91,9 +95,8 @@ class StoreFailsAt:
 
     def __init__(self, step, applied: bool = False, times: int = 1,
                  client: Optional[str] = None):
-        if step not in set(Step):
-            raise ValueError(f"step must be a Step name such as 'commit-primary', got {step!r}")
-        self.step = Step(step)
+        properties(step)                   # ValueError naming step unless it is a step
+        self.step = Step(step) if step in set(Step) else step
         if not isinstance(applied, bool):
             raise TypeError(f"applied must be True or False, got {applied!r}")
         if isinstance(times, bool) or not isinstance(times, int) or times < 1:

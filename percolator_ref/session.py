@@ -10,7 +10,7 @@ every row transaction of the client goes through :meth:`Session.row_transaction`
 from __future__ import annotations
 
 from .cleanup import backoff_delay
-from .step import READ_ONLY_STEPS
+from .stores.steps import is_read_only
 
 
 class Session:
@@ -26,8 +26,8 @@ class Session:
     passes its own name and keeps the token).
 
     The token matters only to a client that holds locks, so the lock service
-    is touched only by row transactions that may write (steps outside
-    :data:`~percolator_ref.step.READ_ONLY_STEPS`): the first one registers the
+    is touched only by row transactions that may write (steps that are not
+    read-only: :func:`~percolator_ref.stores.steps.is_read_only`): the first one registers the
     token, later ones heartbeat it. A read-only transaction makes no
     liveness-token call at all (no register, heartbeat or release).
     """
@@ -48,7 +48,7 @@ class Session:
     def row_transaction(self, table: str, row: str, step: str):
         """One single-row transaction of this client: keep the token alive (writing steps
         only), then the store's row transaction."""
-        if step not in READ_ONLY_STEPS:
+        if not is_read_only(step):
             self.keep_alive()
         return self.bigtable.row_transaction(table, row, client=self.name, step=step,
                                              interceptors=self.interceptors)

@@ -13,6 +13,10 @@ button and the process-kill helper all use it:
 - ``"prewrite"``: after the last prewrite (every cell locked, no commit_ts yet);
 - ``"commit-primary"``: after the commit point (the primary's write record is
   written, the secondaries still locked).
+
+A protocol variant adds steps of its own (async commit's ``"check-primary"``,
+one-phase commit's ``"one-pc"``, ...), each declared with its properties in
+:mod:`percolator_ref.stores.steps`, where the enum's are registered too.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ READ_ONLY_STEPS = frozenset({Step.GET, Step.SCAN, Step.BIGTABLE_READ})
 
 CRASH_POINTS = ("prewrite-primary", "prewrite", "commit-primary")
 """The named crash points; each means "after that step applied" (see the module doc)."""
+
+
 
 PREWRITE_STEPS = frozenset({Step.PREWRITE_PRIMARY, Step.PREWRITE_SECONDARY})
 

@@ -287,6 +287,11 @@ class Transaction:
         """What a prewrite does in its row before it checks: nothing (a variant's hook:
         async commit reads the row here, to hold it before it reads max_ts)."""
 
+    def own_locks(self) -> dict:
+        """``{cell: ts}``: locks this transaction holds before its prewrite: none (a
+        variant's hook: pessimistic locks, which a one-phase commit replaces)."""
+        return {}
+
     def prewrite_writes(self, m: Mutation, primary: Cell, is_primary: bool) -> list:
         """What a successful prewrite writes: the data (unless a delete) and the lock."""
         column = m.cell.column

@@ -50,13 +50,19 @@ def solution_answer(n: int) -> str:
 
 def load_catalogue(n: int) -> dict:
     """``WRONG`` of tests/wrong_answers/exNN_*.py."""
+    from percolator_ref.commands.common_mistakes import load_catalogue as load
+    return load(n, REPO / "tests" / "wrong_answers")
+
+
+def catalogue(n: int):
+    """The module tests/wrong_answers/exNN_*.py (``WRONG``, ``INTERLEAVING``, ...), or None."""
     paths = sorted((REPO / "tests" / "wrong_answers").glob(f"ex{n:02d}_*.py"))
     if not paths:
-        return {}
+        return None
     spec = importlib.util.spec_from_file_location(f"wrong_answers_ex{n:02d}", paths[0])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.WRONG
+    return module
 
 
 def as_json(value) -> str:

@@ -89,3 +89,35 @@ def _wait_until_up(server, base: str, token: str, log: Path, seconds: float = 40
             if server.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("JupyterLab did not start:\n" + log.read_text()[-3000:])
             time.sleep(0.3)
+
+
+@contextmanager
+def make_lab(home: Path):
+    """The server ``make lab`` starts (the Makefile's own command line, run by make), on a
+    free port with a known token; yields ``(base, token)``. The venv is taken as built
+    (``-o .venv/.installed``: make does not reinstall it); ``home`` holds the Jupyter
+    config, data (the notebook signatures ``make lab`` writes), runtime dirs and the log."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"),
+               JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               JUPYTERLAB_SETTINGS_DIR=str(home / "user-settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"))
+    port, token = free_port(), secrets.token_hex(16)
+    extra = (f"--no-browser --ServerApp.port={port} --IdentityProvider.token={token} "
+             "--LabApp.news_url= --LabApp.extension_manager=readonly")
+    args = ["make", "--no-print-directory", "-C", str(ROOT), "-o", ".venv/.installed",
+            "lab", f"LAB_EXTRA={extra}"]
+    with open(home / "lab.log", "a") as log:
+        server = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                  start_new_session=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_until_up(server, base, token, home / "lab.log", seconds=90)
+            yield base, token
+        finally:
+            os.killpg(server.pid, 15)      # make and the server it started
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, 9)
+                server.wait()

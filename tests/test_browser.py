@@ -141,9 +141,18 @@ def test_notebook_09_steps_rollback_records_and_a_branch_in_chromium(lab):
                                            timeout=10_000)
             expect(widget).to_contain_text(f"a new branch from frame {frame - 1}")
             expect(widget).to_contain_text("conflict, abort")
-            expect(widget).to_contain_text("T7: aborted")
             assert "7: rollback @ 7" in _cell_under(table, "Bob", "bal:write").inner_text()
             assert _cell_under(table, "Bob", "bal:lock").inner_text().strip() == ""
             assert "primary @ Bob.bal" in _cell_under(table, "Joe", "bal:lock").inner_text()
+            # T7's abort then rolls back its own lock on Joe (a rollback record there too)
+            # before T7 has aborted: one more step
+            expect(widget).to_contain_text("T7: next abort-rollback Joe")
+            step.click()
+            expect(widget).to_contain_text(f"frame {frame + 1}: T7 abort-rollback Joe",
+                                           timeout=10_000)
+            expect(widget).to_contain_text("T7: aborted")
+            assert "7: rollback @ 7" in _cell_under(table, "Joe", "bal:write").inner_text()
+            erased = _cell_under(table, "Joe", "bal:lock").locator("s").all_inner_texts()
+            assert erased == ["7: primary @ Bob.bal"]      # T7 rolled Joe back in this step
         finally:
             browser.close()

@@ -24,11 +24,18 @@ def test_exercise_has_stubs_and_the_solutions_outputs(path):
     sources = "\n".join(c.source for c in exercise.cells)
     assert "BEGIN SOLUTION" not in sources and "END SOLUTION" not in sources
     assert f'raise NotImplementedError("Exercise {n}")' in sources
-    assert [c.get("outputs") for c in exercise.cells] == [c.get("outputs") for c in solution.cells]
-    checks = [c for c in exercise.cells if "check" in c.metadata.get("tags", [])]
+    checks = [i for i, c in enumerate(exercise.cells) if "check" in c.metadata.get("tags", [])]
     assert len(checks) == 1
-    report = checks[0].outputs[0]["text"]
+    others = [i for i in range(len(exercise.cells)) if i not in checks]
+    assert [exercise.cells[i].get("outputs") for i in others] == \
+        [solution.cells[i].get("outputs") for i in others]
+    # the check cell: the solution stores its passing report; the exercise is left unrun, so an
+    # unsolved exercise shows no "k/k checks passed" (nbval still fails it: the cell raises)
+    check, solved = exercise.cells[checks[0]], solution.cells[checks[0]]
+    report = solved.outputs[0]["text"]
     assert "FAIL" not in report and report.startswith(f"Exercise {n}:")
+    assert check.outputs == [] and check.execution_count is None
+    assert check.source.rstrip().endswith("report.raise_if_failed()")
 
 
 def test_strip_solutions_keeps_indentation_and_code_around():

@@ -752,3 +752,165 @@ def test_no_helper_reachable_from_a_graded_reference_is_callable_in_the_sandbox(
     g = grade(student_notebook(tmp_path / "probe.ipynb", n,
                                solution_answer(n) + PROBE.format(targets=targets)), limits=Limits())
     assert f"ValueError: probed {len(targets)}, callable: []" in " ".join(g.problems), g.problems
+
+
+READS_THE_DEFINING_MODULE = '''
+import sys, types
+import percolator_ref.observers as _package
+_path = _package.__file__.replace("__init__.py", "notifications.py")
+_copy = types.ModuleType("percolator_ref.observers.copied")
+_copy.__package__ = "percolator_ref.observers"
+sys.modules[_copy.__name__] = _copy
+exec(compile(open(_path).read(), "copied", "exec"), _copy.__dict__)
+_found = _copy.__dict__
+
+
+def pending_notification(txn, observer, row):
+    result = _found["pending_notification"](txn, observer, row)
+    return result
+
+
+def run_observer(cluster, observer, row, client=None, crash_after=None):
+    result = _found["run_observer"](cluster, observer, row, client=client, crash_after=crash_after)
+    return result
+
+
+answer = SimpleNamespace(pending_notification=pending_notification, run_observer=run_observer)
+'''
+
+
+def test_the_module_defining_a_hidden_step_is_unreadable_and_its_helpers_hidden(tmp_path):
+    """Exercise 6 names its hidden steps by the package that re-exports them
+    (``percolator_ref.observers``); the source that defines them is
+    ``observers/notifications.py``. Reading that file in the answer cell and running it as a
+    fresh module scored 13/13; the file is now unreadable (open fails, nothing passes), and the
+    step's private helpers there (``_unacknowledged``) are hidden like the steps."""
+    from percolator_ref.grading import ex06_observers
+    from percolator_ref.grading.reach import hidden_targets
+    g = grade(student_notebook(tmp_path / "copied.ipynb", 6, "from types import SimpleNamespace\n"
+                               + READS_THE_DEFINING_MODULE), limits=Limits())
+    assert g.total and g.n_passed == 0, g.summary()
+    targets = hidden_targets(ex06_observers.exercise, REPO / "exercises")
+    assert "percolator_ref.observers.notifications:_unacknowledged" in targets, targets
+
+
+def test_the_guard_lets_the_students_own_functions_take_defaults(tmp_path):
+    """A ``NamedTuple`` (or ``namedtuple``) with a default sets its ``__new__``'s
+    ``__defaults__``: the guard refused it, so an honest answer with one scored 0/9 on
+    exercise 5. The students' own functions (compiled from a cell or generated) may take
+    defaults; a function from a file (the guard itself, whose state is its defaults; the
+    kit; the standard library) may not, and no function's ``__code__`` may change."""
+    from percolator_ref.grading.framework import ANSWER_FILENAME
+    from percolator_ref.grading.sandbox import make_guard
+    guard = make_guard(str(tmp_path), (), (), (), ())
+    namespace: dict = {}
+    exec(compile("def mine(a=1):\n    return a\n", ANSWER_FILENAME.format("x"), "exec"), namespace)
+    generated = eval("lambda a, b: a + b")          # namedtuple's __new__ is made like this
+    for fn in (namespace["mine"], generated):
+        guard("object.__setattr__", (fn, "__defaults__", (2,)))
+        guard("object.__setattr__", (fn, "__kwdefaults__", {}))
+        with pytest.raises(PermissionError, match="__code__"):
+            guard("object.__setattr__", (fn, "__code__", generated.__code__))
+    for fn in (guard, make_guard, os.path.join):
+        with pytest.raises(PermissionError, match="__defaults__"):
+            guard("object.__setattr__", (fn, "__defaults__", ()))
+
+
+NAMED_TUPLE = '''from typing import NamedTuple
+
+
+class Range(NamedTuple):
+    start: int
+    size: int = 1000
+
+'''
+
+
+def test_an_honest_answer_with_a_named_tuple_default_passes(tmp_path):
+    """Exercise 5's solution with a ``NamedTuple`` holding a default above it: 0/9 when
+    the guard refused every change of ``__defaults__``, full marks now."""
+    g = grade(student_notebook(tmp_path / "nt.ipynb", 5, NAMED_TUPLE + solution_answer(5)),
+              limits=Limits())
+    assert g.total and g.n_passed == g.total, g.summary()
+
+
+def _ex04_answer(primary: str) -> str:
+    """Exercise 4's answer cell from the catalogue's parts, with the decision at the primary
+    given (the catalogue's right wait and roll forward/back around it)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "ex04_wrong_answers", REPO / "tests" / "wrong_answers" / "ex04_cleanup.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module._answer(primary=primary)
+
+
+TTL_DECIDES = '''\
+from percolator_ref.cleanup import Cleanup
+from percolator_ref.variants.lock_ttl import TTLCleanup
+resolver = type("Resolver", (TTLCleanup, Cleanup), {})(session)
+commit_ts = resolver.check_txn_status(Cell(*lock.primary), lock.start_ts, lock.client).commit_ts
+if lock.is_primary:
+    return
+'''
+
+
+def test_a_variants_copy_of_the_hidden_step_gains_nothing_on_exercise_4(tmp_path):
+    """Exercise 4's cleanup with its decision at the primary left to the lock-TTL variant's
+    ``TTLCleanup.check_txn_status`` (TiKV's version of the hidden ``resolve_primary``, which
+    no reachability from the reference finds) scored 10/10; the same answer deciding
+    "rolled back" itself scores 2/10. A variant the exercise did not load may not be imported
+    while grading, so the trick scores no more than the answer without it."""
+    tricked = grade(student_notebook(tmp_path / "ttl.ipynb", 4, _ex04_answer(TTL_DECIDES)),
+                    limits=Limits())
+    alone = grade(student_notebook(tmp_path / "alone.ipynb", 4, _ex04_answer(
+        "commit_ts = None\nif lock.is_primary:\n    return\n")), limits=Limits())
+    assert alone.total and alone.n_passed < alone.total, alone.summary()
+    assert tricked.n_passed <= alone.n_passed, (tricked.summary(), alone.summary())
+
+
+def test_the_variants_commit_point_gains_nothing_on_exercise_3(tmp_path):
+    """Exercise 3's commit point left to ``variants.locks.commit_at_primary`` (TiKV's version
+    of the hidden ``commit_primary``, in a module every exercise loads) scored full marks;
+    the same answer whose commit point forgets to check its lock does not. It is hidden
+    with the step, so the trick scores no more than the answer without it."""
+    answer = solution_answer(3)
+    head, _, rest = answer.partition("    def commit_primary(self, m):\n")
+    _, _, tail = rest.partition("    def two_phase_commit(self):\n")
+    body = "    def two_phase_commit(self):\n" + tail
+    tricked = head + ("    def commit_primary(self, m):\n"
+                      "        from percolator_ref.variants.locks import commit_at_primary\n"
+                      "        return commit_at_primary(self, m)\n\n") + body
+    alone = head + (
+        "    def commit_primary(self, m):\n"
+        "        notify = self.session.is_observed(m.cell.table, m.cell.column)\n"
+        "        with self.session.row_transaction(m.cell.table, m.cell.row, "
+        "Step.COMMIT_PRIMARY) as rt:\n"
+        "            rows.apply(rt, rows.commit_writes(m.cell.column, Write(self.start_ts, "
+        "m.kind), self.commit_ts, notify))\n"
+        "            return True\n\n") + body
+    g_alone = grade(student_notebook(tmp_path / "alone.ipynb", 3, alone), limits=Limits())
+    g_tricked = grade(student_notebook(tmp_path / "tricked.ipynb", 3, tricked), limits=Limits())
+    assert g_alone.total and g_alone.n_passed < g_alone.total, g_alone.summary()
+    assert g_tricked.n_passed <= g_alone.n_passed, (g_tricked.summary(), g_alone.summary())
+
+
+def test_the_variants_rollback_record_helper_gains_nothing_on_exercise_9(tmp_path):
+    """Exercise 9's rollback record at a primary found neither locked nor committed, left to
+    ``variants.rollback_records.mark_rolled_back`` (loaded with the exercise, reached by no
+    hidden step): the trick scores no more than the same answer that writes no record there."""
+    answer = solution_answer(9)
+    mine = ("            elif rt.read(write_col(primary.column), start_ts, start_ts) is None:\n"
+            "                # neither locked nor committed nor rolled back: its prewrite may be on its way\n"
+            "                rows.apply(rt, [(write_col(primary.column), start_ts,\n"
+            "                                 Write(start_ts, WriteKind.ROLLBACK))])\n")
+    assert mine in answer
+    tricked = answer.replace(mine, "            else:\n"
+                                   "                from percolator_ref.variants.rollback_records "
+                                   "import mark_rolled_back\n"
+                                   "                mark_rolled_back(rt, primary.column, start_ts)\n")
+    alone = answer.replace(mine, "")
+    g_alone = grade(student_notebook(tmp_path / "alone.ipynb", 9, alone), limits=Limits())
+    g_tricked = grade(student_notebook(tmp_path / "tricked.ipynb", 9, tricked), limits=Limits())
+    assert g_alone.total and g_alone.n_passed < g_alone.total, g_alone.summary()
+    assert g_tricked.n_passed <= g_alone.n_passed, (g_tricked.summary(), g_alone.summary())

@@ -322,6 +322,7 @@ def run_probe(tmp_path, uid=None):
     spec = {"namespaces": True, "expose": [sys.prefix, sys.base_prefix, str(REPO)]}
     if uid is None:
         spec = privileges.plan(spec["expose"])
+        spec.pop("disk_mb")             # the work dir stays visible here (the quota has its test)
         privileges.prepare_workdir(base, work, spec)
     else:
         for p in [tmp_path] + sorted(tmp_path.rglob("*")):

@@ -182,9 +182,14 @@ def sandbox_children() -> list:
 
 @pytest.mark.timeout(300)
 def test_the_run_watchdog_ends_a_stalled_run_with_a_row_per_notebook(tmp_path):
-    """No notebook done within ``stall`` seconds (here far too few for any): the workers are
-    ended, their children killed, and each notebook still gets its row, named."""
-    paths = [student_notebook(tmp_path / f"{k}.ipynb", 5, solution_answer(5), student=f"s{k}")
+    """No notebook done within ``stall`` seconds: the workers are ended, their children
+    killed, and each notebook still gets its row, named. The solution alone is graded in
+    a few seconds now (the reduction), so each child truly stalls: it sleeps in the
+    constructor, mid-check, past the run's ``stall``."""
+    answer = solution_answer(5)
+    assert TRIGGER in answer
+    stalling = answer.replace(TRIGGER, TRIGGER + "        __import__('time').sleep(120)\n")
+    paths = [student_notebook(tmp_path / f"{k}.ipynb", 5, stalling, student=f"s{k}")
              for k in range(3)]
     before = set(sandbox_children())
     start = time.monotonic()
@@ -196,7 +201,7 @@ def test_the_run_watchdog_ends_a_stalled_run_with_a_row_per_notebook(tmp_path):
     assert stalled and all(g.n_passed == 0 and g.problems[0].startswith(
         "not graded: no notebook of the run finished for 6 s") for g in stalled), \
         [g.summary() for g in grades]
-    assert all(g.passed for g in grades if g not in stalled)     # one done in time: graded
+    assert stalled == grades             # none done in time: each gets its row, none graded
     time.sleep(1)
     assert set(sandbox_children()) <= before
 

@@ -7,35 +7,14 @@ promoted, the replica never saw it. ``outcome()`` must not answer True then:
 it says it cannot know yet. With the replica connected, it answers True and
 the promoted replica agrees.
 """
-import time
 
 import pytest
 
 from percolator_ref import (Cluster, CommitOutcomeUnknown, ManualClock, Step, StoreUnavailable,
                             TransactionClosed)
-from percolator_ref.harness.redis_cluster import node_client
 from percolator_ref.interceptors import attach
-from percolator_ref.harness.redis_server import LocalRedisServer
 
-from redis_fixtures import require_redis
-
-
-@pytest.fixture
-def master_and_replica():
-    require_redis()
-    master = LocalRedisServer()
-    replica = LocalRedisServer(extra_args=("--replicaof", "127.0.0.1", str(master.port)))
-    try:
-        client = node_client(replica)
-        deadline = time.monotonic() + 10
-        while client.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica did not connect"
-            time.sleep(0.05)
-        client.close()
-        yield master, replica
-    finally:
-        replica.stop()
-        master.stop()
+from redis_fixtures import master_and_replica, promote  # noqa: F401 (a fixture)
 
 
 class Before:
@@ -48,12 +27,6 @@ class Before:
         if rt.step == self.step and not self.done:
             self.done = True
             self.action()
-
-
-def promote(replica):
-    client = node_client(replica)
-    client.execute_command("REPLICAOF", "NO", "ONE")
-    client.close()
 
 
 def transfer(c):

@@ -93,11 +93,18 @@ def _expand(kind: str, text: str) -> list:
     return numbers
 
 
+# A section of another paper, named before it: "Spanner §4.2.1" (notebook 10 cites Spanner's own
+# paper by section, as ../shared/PAPER_FACTS.md carries it) is not a section of Percolator's.
+_OTHER_PAPER = re.compile(r"\bSpanner(?:'s)?\s+$")
+
+
 def citations(text: str) -> list:
     """``[(kind, number, quote, offset)]`` for every figure, section and table cited."""
     found = []
     for kind, (plural, singular) in _PATTERNS.items():
         for m in plural.finditer(text):
+            if _OTHER_PAPER.search(text[max(0, m.start() - 12):m.start()]):
+                continue
             keyword = (m.group("kw") or m.groupdict().get("kw2") or "").lower()
             if keyword not in _PLURAL:          # a singular keyword takes "and", not lists
                 m = singular.match(text, m.start())
@@ -198,6 +205,7 @@ def problems(path: Path) -> list:
     ("Figure-4 cell tables", [("figure", "4")]),
     ("figure4_stepper(), Figure8Store, run_figure8, PAPER_FIGURE_8", []),
     ("§2.3", [("section", "2.3")]),
+    ("Spanner §4.2.1 and the paper's §2.3", [("section", "2.3")]),
     ("(§ 2.4)", [("section", "2.4")]),
     ("§§2.2–2.3", [("section", "2.2"), ("section", "2.3")]),
     ("§§ 2.2-2.4", [("section", "2.2"), ("section", "2.3"), ("section", "2.4")]),

@@ -161,6 +161,163 @@ def problems(nb: dict, name: str = "notebook") -> list:
     return found
 
 
+# -- what the review of issue 31 found ---------------------------------------------------
+#
+# 5. every question is revealed: the first later cell that calls ``<question>.reveal(`` (before
+#    the next question) shows the reveal;
+# 6. that cell shows the reveal and nothing else: no table of the answer under the question;
+# 7. its code is collapsed (cell metadata ``jupyter.source_hidden``): the call names the answer;
+# 8. the objectives ("After this notebook you can") state no answer, for every question of the
+#    notebook (rules 3 and 4 look at them only before the first reveal);
+# 9. the sentences the review found stating an answer above its question (GIVEAWAYS), and
+#    exercise 08's answer in notebook 01 (EXERCISE_GIVEAWAYS), are not on the page above the
+#    question: markdown, code a reader sees, the question's own text and outputs. Each entry
+#    names its question, which must still be in its notebook.
+
+PREDICT = re.compile(r"\b(\w+)\s*=\s*Predict\(")
+OBJECTIVES = "After this notebook you can"
+
+GIVEAWAYS = {
+    "01_snapshot_isolation.ipynb": {
+        "q_fig3": ["so it does not see 1's writes"],
+        "q_skew": ["produce write skew with money", "allows the last three, the anti-dependency cycles"],
+    },
+    "02_transfer_example.ipynb": {
+        "q_prewrite": ['(bob, "bal:lock"): "7: i am primary"'],
+        "q_point": ["does the commit point change, in its one row transaction",
+                    '(bob, "bal:write"): "8: data @ 7'],
+    },
+    "03_crash_and_cleanup.ipynb": {
+        "q_before": ["otherwise the primary lock is erased", "crash before the commit point: roll back"],
+        "q_live": ["or once the token is older than lock_ttl"],
+        "q_unknown": ["the client cannot know whether the write record reached the store"],
+    },
+    "04_timestamp_oracle.ipynb": {
+        "q_early": ["watch a later reader miss a committed write"],
+        "q_correct": ["r finds either w's lock (and waits) or w's write record"],
+        "q_restart": ["so its persisted mark is 3,001", "percolator-oracle v1 3001"],
+    },
+    "05_observers_and_notifications.ipynb": {
+        "q_collapse": ["collapse into one run", "message collapsing"],
+        "q_crash": ["a client that dies after the commit point cannot lose it",
+                    "notifications survive a client that dies"],
+        "q_cross": ["percolator does better when each update is small",
+                    "percolator is better when each update is small"],
+    },
+    "06_tpce_workload.ipynb": {
+        "q_aborts": ["holdings and the broker's trade count"],
+    },
+    "08_scale_and_failure.ipynb": {
+        "q_lost": ["asynchronous replication can lose commits a client was told succeeded",
+                   "the master goes on acknowledging writes no replica has", "lost commits"],
+    },
+    "09_what_tikv_changed.ipynb": {
+        "q_late": ["t7 carries on to its commit point", "a late prewrite must not lock again",
+                   "can commit a transaction that a cleaner rolled back"],
+        "q_hung": ["every reader of those cells waits",
+                   "cannot tell a hung transaction from a live one"],
+        "q_async": ["a reader raises it before it reads", "max_ts keeps snapshot isolation"],
+        "q_storm": ["the abort storm becomes waits"],
+    },
+    "10_percolator_and_spanner.ipynb": {
+        "q_miss": ["what the oracle gave for free", "real-time order that the oracle gives for free"],
+        "q_gain": ["the one oracle saturates and bends the curve"],
+    },
+}
+EXERCISE_GIVEAWAYS = {"01_snapshot_isolation.ipynb": ["write one common cell"]}
+
+
+def normal(text: str) -> str:
+    """Lower case, markdown emphasis and code marks out, whitespace collapsed."""
+    return re.sub(r"\s+", " ", html.unescape(text).replace("*", "").replace("`", "")).lower()
+
+
+def seen_above(cells, upto: int) -> str:
+    """What a reader sees from the notebook's start to cell ``upto``: markdown (folded
+    <details> out), code not collapsed (the question's own included), outputs."""
+    texts = []
+    for cell in cells[:upto + 1]:
+        if cell["cell_type"] == "markdown":
+            texts.append(DETAILS.sub(" ", joined(cell["source"])))
+            continue
+        if not cell.get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+            texts.append(joined(cell["source"]))
+        texts += [visible_output(o) for o in cell.get("outputs", [])]
+    return normal("\n".join(texts))
+
+
+def questions(cells) -> list:
+    """``[(cell index, variable)]`` of the cells that show a question."""
+    found = []
+    for i, cell in enumerate(cells):
+        if any(is_question(o) for o in cell.get("outputs", [])):
+            m = PREDICT.search(joined(cell["source"]))
+            found.append((i, m.group(1) if m else None))
+    return found
+
+
+def review_problems(nb: dict, name: str = "notebook") -> list:
+    """Rules 5 to 9, as readable strings."""
+    cells, found = nb["cells"], []
+    asked = questions(cells)
+    for k, (i, var) in enumerate(asked):
+        if var is None:
+            continue
+        end = asked[k + 1][0] if k + 1 < len(asked) else len(cells)
+        calls = [j for j in range(i + 1, end) if cells[j]["cell_type"] == "code"
+                 and re.search(rf"\b{re.escape(var)}\.reveal\(", joined(cells[j]["source"]))]
+        where = f"{name} cell {i} ({var})"
+        if not calls:
+            found.append(f"{where}: no cell reveals it before the next question")
+            continue
+        j = calls[0]
+        outs = cells[j].get("outputs", [])
+        if not any(is_reveal(o) for o in outs):
+            found.append(f"{where}: cell {j} calls {var}.reveal( but does not show the reveal")
+        others = [o for o in outs if not is_reveal(o)]
+        if others:
+            found.append(f"{where}: cell {j}, the reveal's cell, shows other output: "
+                         f"{visible_output(others[0]).strip()[:60]!r}")
+        if not cells[j].get("metadata", {}).get("jupyter", {}).get("source_hidden"):
+            found.append(f"{where}: cell {j}, the reveal's cell, is not collapsed (source_hidden)")
+    objectives = [j for j, c in enumerate(cells)
+                  if c["cell_type"] == "markdown" and OBJECTIVES in joined(c["source"])]
+    for cell in cells:
+        hit = reveal_answer(cell)
+        if hit is None:
+            continue
+        answer = hit[0]
+        for j in objectives:
+            text = DETAILS.sub(" ", joined(cells[j]["source"]))
+            if (len(answer) >= 5 and states(text, answer, "markdown")) or key_words(text, answer) \
+                    or key_number(text, answer):
+                found.append(f"{name} cell {j}: the objectives state the answer {answer!r}")
+    for var, phrases in GIVEAWAYS.get(name, {}).items():
+        at = [i for i, v in asked if v == var]
+        if not at:
+            found.append(f"{name}: GIVEAWAYS names {var}, which the notebook no longer asks")
+            continue
+        above = seen_above(cells, at[0])
+        found += [f"{name} ({var}): above the question: {phrase!r}" for phrase in phrases
+                  if normal(phrase) in above]
+    everything = seen_above(cells, len(cells) - 1)
+    found += [f"{name}: gives exercise 08's answer away: {phrase!r}"
+              for phrase in EXERCISE_GIVEAWAYS.get(name, []) if normal(phrase) in everything]
+    return found
+
+
+def _rel(path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_rel)
+def test_questions_are_asked_before_the_page_answers_them(path):
+    if path.name in NOT_CONVERTED:
+        pytest.skip(NOT_CONVERTED[path.name])
+    found = review_problems(json.loads(path.read_text()), path.name)
+    assert found == []
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_visible_answer_at_or_above_its_reveal(path):
     if path.name in NOT_CONVERTED:
@@ -264,3 +421,60 @@ def test_a_ratio_near_an_approximate_fraction_above_the_question_fails():
     nb = _keyed("about 1/4", ["| Write/s | 31003 | 7232 | 0.23 |"], shares)
     assert any("shows the answer's number" in p for p in problems(nb))
     assert problems(_keyed("about 1/2", ["| Write/s | 31003 | 7232 | 0.23 |"], shares)) == []
+
+
+# -- rules 5 to 9 can fail ----------------------------------------------------------------
+
+def _question_cell(var="q"):
+    q = Predict("How many of them commit?", ["both", "one", "neither"])
+    return _code(f'{var} = Predict("How many of them commit?", ["both", "one", "neither"])\n{var}',
+                 [_display(q)])
+
+
+def _review(*cells, name="notebook"):
+    return review_problems({"cells": list(cells)}, name)
+
+
+def test_a_question_never_revealed_fails():
+    computed = _code('table = run()\nq.reveal("neither", why="...")\ntable',
+                     [{"output_type": "execute_result", "metadata": {},
+                       "data": {"text/plain": "commits  0\naborts  2"}}], hidden=True)
+    found = _review(_question_cell(), computed)
+    assert any("does not show the reveal" in p for p in found)
+    assert any("shows other output: 'commits  0" in p for p in found)
+    assert any("no cell reveals it" in p for p in _review(_question_cell()))
+
+
+def test_a_reveal_cell_must_be_collapsed_and_alone():
+    shown = _code('q.reveal("neither", why="...")', [_reveal()])
+    assert any("is not collapsed" in p for p in _review(_question_cell(), shown))
+    alone = _code('q.reveal("neither", why="...")', [_reveal()], hidden=True)
+    assert _review(_question_cell(), alone) == []
+    table = {"output_type": "stream", "name": "stdout", "text": "T1 aborted, T2 aborted\n"}
+    beside = _code('print(t)\nq.reveal("neither", why="...")', [table, _reveal()], hidden=True)
+    assert any("shows other output" in p for p in _review(_question_cell(), beside))
+
+
+def test_objectives_that_state_a_later_answer_fail():
+    objectives = {"cell_type": "markdown", "metadata": {},
+                  "source": "**After this notebook you can**\n\n- see why neither of them commits"}
+    first = _code("q0.reveal(x)", [_reveal()], hidden=True)
+    nb = [objectives, _question_cell("q0"), first, _question_cell(), _code("q.reveal(x)", [_reveal()], hidden=True)]
+    assert any("objectives state the answer 'neither'" in p for p in _review(*nb))
+
+
+def test_a_giveaway_the_review_found_fails_above_its_question_only():
+    name = "06_tpce_workload.ipynb"
+    leak = {"cell_type": "markdown", "metadata": {},
+            "source": "It updates the customer's cash, holdings **and the broker's** trade count."}
+    reveal = _code("q_aborts.reveal(x)", [_reveal()], hidden=True)
+    above = _review(leak, _question_cell("q_aborts"), reveal, name=name)
+    assert any("above the question" in p for p in above)
+    assert _review(_question_cell("q_aborts"), reveal, leak, name=name) == []
+    assert any("no longer asks" in p for p in _review(leak, name=name))
+
+
+def test_exercise_08s_answer_anywhere_in_notebook_01_fails():
+    leak = {"cell_type": "markdown", "metadata": {},
+            "source": "remove it by making the two transactions write one\ncommon cell"}
+    assert any("exercise 08" in p for p in review_problems({"cells": [leak]}, "01_snapshot_isolation.ipynb"))

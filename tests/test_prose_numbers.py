@@ -14,9 +14,9 @@ markdown cell states, that it equals a value of some ``# prose numbers`` dict
 of a code cell above it (rounded to the digits the prose shows; ``40%`` also
 matches 0.4), or that it is one of the paper's own figures (:data:`PAPER`) in
 a cell that cites the paper (a small one, 1 to 10, only in a sentence that
-cites it), or one of Spanner's figures as seed 004 gives them (:data:`SEED_004`,
-each checked against the seed's own words) in a cell that cites seed 004, by the
-same rule. A ``# prose numbers`` dict must be asserted in its own cell, by name.
+cites it), or one of Spanner's figures as ``../shared/PAPER_FACTS.md`` gives them from
+Spanner's own paper (:data:`SPANNER`, each checked against that page's words) in a cell that
+cites Spanner by section, by the same rule. A ``# prose numbers`` dict must be asserted in its own cell, by name.
 
 What counts as a number: digits standing alone (``12``, ``1,000``, ``0.23``,
 ``$-30``, ``40%``, ``30×``). Not numbers: names (``T7``, ``A0001``, files, ``2's``),
@@ -64,18 +64,20 @@ PAPER = {
 }
 CITES_PAPER = re.compile(r"\bpaper\b|§|\bFigures?\s+\d", re.I)
 
-# Spanner's figures, as the project's notes on Spanner carry them (seed 004, in Chinese): each
-# with the words of the seed that state it (checked against ../shared/seeds/004_*.txt below);
-# allowed only in a markdown cell that cites seed 004 (small ones only in a citing sentence).
-SEED_004 = {
-    30: "每30秒同步一次对时",            # TrueTime's machines synchronise every 30 s
-    200: "每秒不超过200微妙",            # an atomic clock drifts at most 200 µs per second
-    6: "不超过6毫秒",                    # so at most 6 ms between synchronisations
-    1: "1毫秒的网络延迟",                # plus 1 ms of network
-    7: "总误差不超过7毫秒",              # ε is at most 7 ms
-    14: "也就是14ms",                    # commit wait at most 2ε, 14 ms
+# Spanner's figures, from Spanner's own paper (Corbett et al., OSDI 2012) as ../shared/PAPER_FACTS.md
+# carries it ("Spanner" section): each with the words of that page that state it (checked below).
+# Seed 004, a blog post, is wrong on TrueTime's bounds (an "at most 7 ms" epsilon, a commit wait of
+# "at most 2 epsilon, 14 ms"), so its figures are no longer allowed. Allowed only in a markdown cell
+# that cites Spanner by section ("Spanner §3"), small ones only in a sentence that cites it.
+SPANNER = {
+    200: "worst-case local clock drift of 200 µs/s",   # the applied drift rate, not an atomic clock's
+    30: "With a 30 s poll interval",
+    1: "a sawtooth from about 1 to 7 ms",                # epsilon's typical range ...
+    7: "a sawtooth from about 1 to 7 ms",
+    6: "0–6 ms from drift",                              # ... from drift, and 1 ms from communication
+    4: "ε̄ is 4 ms",                                     # the average epsilon, most of the time
 }
-CITES_SEED_004 = re.compile(r"\bseeds?[ /]004\b", re.I)
+CITES_SPANNER = re.compile(r"\bSpanner\s+§\s?\d")
 
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _TAG = re.compile(r"<[^>]+>")
@@ -173,7 +175,7 @@ def cited(source: str, text: str, value: float, figures: dict, cites) -> bool:
 
 
 def problems(nb: dict, name: str = "notebook", shown=(), hide=None) -> list:
-    """Every prose number of ``nb`` not recorded above (nor the paper's or seed 004's), as
+    """Every prose number of ``nb`` not recorded above (nor the paper's or Spanner's), as
     readable strings. ``shown``: numbers that count as recorded everywhere; ``hide``: a
     pattern whose matches in markdown are not read."""
     out, known = [], list(shown)
@@ -193,11 +195,112 @@ def problems(nb: dict, name: str = "notebook", shown=(), hide=None) -> list:
             if matches(value, decimals, percent, known):
                 continue
             if (cited(source, text, value, PAPER, CITES_PAPER)
-                    or cited(source, text, value, SEED_004, CITES_SEED_004)):
+                    or cited(source, text, value, SPANNER, CITES_SPANNER)):
                 continue
             out.append(f"{name} cell {i}: {text!r} is not a prose number recorded above"
                        + (" (nor the paper's)" if paper else ""))
     return out
+
+
+# -- words that stand for a number -----------------------------------------------------
+#
+# Three sentences contradicted their own notebook's output (issue 31): "Some transfers also had
+# to wait on a lock" over a run where one transfer did; a Percolator read is "about the same work,
+# as the paper's 0.94 says" beside a measured store-CPU ratio that made a read cost 1.2 to 1.45
+# raw reads; and "which side serves the changes sooner?" answered with the side that does less
+# work, against the notebook's own delays. Each is a claim about a number made without the number.
+# The rules, over markdown (code spans, tags and links left out, as above):
+#
+# 1. "some / several / many <things>": when a ``# prose numbers`` key above begins with
+#    <things> (``"transfers that waited on a lock"``), its value is 2 or more;
+# 2. "about / roughly / nearly / almost the same": the sentence quotes a number recorded above
+#    (measured, not only the paper's), and each recorded ratio it quotes is within a tenth of 1;
+# 3. a question of the notebook's "## Questions" that asks *which* is sooner, faster or slower
+#    is answered (its item in the answers' <details>) with a number recorded above under a
+#    key that names a unit of time or a delay: a delay answers it, a count of work does not.
+
+PLURAL = re.compile(r"\b(?:some|several|many)\s+([a-z]+s)\b", re.I)
+SAME = re.compile(r"\b(?:about|roughly|nearly|almost)\s+the\s+same\b", re.I)
+WHICH_SPEED = re.compile(r"\bwhich\b[^?]*\b(?:sooner|faster|slower)\b", re.I)
+TIME_KEY = re.compile(r"\((?:min|s|ms|us|µs|h)\)|\b(?:delays?|latency|minutes|seconds)\b", re.I)
+_ITEM = re.compile(r"^\s*(\d+)\.\s+(.*?)(?=^\s*\d+\.\s|\Z)", re.M | re.S)
+
+
+def named_values(source: str) -> list:
+    """``[(key, number)]`` of a code cell's ``# prose numbers`` dicts (a list value: each item)."""
+    out, lines = [], source.split("\n")
+    if not any(line.strip().startswith(MARKER) for line in lines):
+        return out
+    tree = ast.parse(source)
+    for i, line in enumerate(lines):
+        if not line.strip().startswith(MARKER):
+            continue
+        target = next((n for n in ast.walk(tree) if isinstance(n, ast.Assign) and n.lineno == i + 2
+                       and isinstance(n.value, ast.Dict)), None)
+        if target is None:
+            continue
+        try:
+            found = ast.literal_eval(target.value)
+        except ValueError:
+            continue
+        out += [(str(k), n) for k, v in found.items() for n in numbers_in(v)]
+    return out
+
+
+def _plain(markdown: str) -> str:
+    return _LINK.sub("]", _TAG.sub(" ", _CODE.sub(" ", markdown)))
+
+
+def _sentences(text: str) -> list:
+    return [s for s in re.split(r"(?<=[.;:!?])\s+|\n\s*\n", text) if s.strip()]
+
+
+def claim_problems(nb: dict, name: str = "notebook") -> list:
+    """Every sentence of ``nb``'s markdown that states a number in words against what the
+    notebook recorded above it (rules 1 to 3), as readable strings."""
+    out, named = [], []
+    cells = nb["cells"]
+    for i, cell in enumerate(cells):
+        source = joined(cell["source"])
+        if cell["cell_type"] == "code":
+            named += named_values(source)
+            continue
+        if cell["cell_type"] != "markdown":
+            continue
+        for sentence in _sentences(_plain(source)):
+            for m in PLURAL.finditer(sentence):
+                for key, value in named:
+                    if key.lower().split()[:1] == [m.group(1).lower()] and value < 2:
+                        out.append(f"{name} cell {i}: {m.group(0)!r} but {key!r} is {value:g}")
+            if SAME.search(sentence):
+                quoted = [(t, v, d, p) for t, v, d, p in prose_numbers(sentence)
+                          if matches(v, d, p, [n for _, n in named])]
+                if not quoted:
+                    out.append(f"{name} cell {i}: {SAME.search(sentence).group(0)!r} with no "
+                               f"number recorded above: {sentence.strip()[:80]!r}")
+                for text, value, _, _ in quoted:
+                    if value != int(value) and 0 < value < 5 and abs(value - 1) > 0.1:
+                        out.append(f"{name} cell {i}: {SAME.search(sentence).group(0)!r} "
+                                   f"beside a recorded ratio {text}")
+        if "## Questions" in source:
+            answers = next((joined(c["source"]) for c in cells[i + 1:i + 3]
+                            if c["cell_type"] == "markdown" and "<details" in joined(c["source"])), "")
+            asked = {int(n): q for n, q in _ITEM.findall(_plain(source.split("## Questions", 1)[1]))}
+            answered = {int(n): a for n, a in _ITEM.findall(_plain(answers))}
+            timed = [n for k, n in named if TIME_KEY.search(k)]
+            for number, question in asked.items():
+                if not WHICH_SPEED.search(question):
+                    continue
+                said = prose_numbers(answered.get(number, ""))
+                if not any(matches(v, d, p, timed) for _, v, d, p in said):
+                    out.append(f"{name} cell {i}: question {number} asks which is sooner or "
+                               "faster; its answer quotes no delay recorded above")
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_sentence_states_a_number_in_words_against_the_output(path):
+    assert claim_problems(json.loads(path.read_text()), path.name) == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -272,13 +375,13 @@ def test_the_convention_is_used():
     assert used >= len(NOTEBOOKS)
 
 
-def test_spanner_figures_are_in_seed_004():
-    seeds = sorted((ROOT.parent / "shared" / "seeds").glob("004_*.txt"))
-    if not seeds:
-        pytest.skip("../shared/seeds/004_*.txt is not next to this checkout")
-    text = seeds[0].read_text(encoding="utf-8")
-    for value, words in SEED_004.items():
-        assert words in text and str(value) in words, (value, words)
+def test_spanner_figures_are_in_paper_facts():
+    facts = ROOT.parent / "shared" / "PAPER_FACTS.md"
+    if not facts.exists():
+        pytest.skip("../shared/PAPER_FACTS.md is not next to this checkout")
+    spanner = facts.read_text(encoding="utf-8").split("## Spanner", 1)[1]
+    for value, words in SPANNER.items():
+        assert words in spanner and str(value) in words, (value, words)
 
 
 # -- the check can fail ------------------------------------------------------------
@@ -322,13 +425,14 @@ def test_references_and_names_are_not_numbers():
         "\\$-30", "1,000", "30×", "40%"]
 
 
-def test_spanner_figures_only_where_seed_004_is_cited():
-    assert problems(_nb(("markdown", "The network adds 1 ms (seed 004), so ε is at most 7 ms "
-                                     "(seed 004); they synchronise every 30 s."))) == []
-    assert problems(_nb(("markdown", "The network adds 1 ms, and seed 004 says so."))) == []
-    assert any("'1'" in p for p in problems(_nb(("markdown", "Seed 004 is long. The network adds 1 ms."))))
-    assert any("'30'" in p for p in problems(_nb(("markdown", "Spanner synchronises every 30 s."))))
-    assert any("'31'" in p for p in problems(_nb(("markdown", "Every 31 s (seed 004)."))))
+def test_spanner_figures_only_where_spanner_is_cited():
+    assert problems(_nb(("markdown", "The drift applied is 200 µs/s (Spanner §3), so ε runs from about "
+                                     "1 to 7 ms (Spanner §3); daemons poll every 30 s."))) == []
+    assert any("'1'" in p for p in problems(_nb(("markdown", "Spanner §3 is long. The network adds 1 ms."))))
+    assert any("'30'" in p for p in problems(_nb(("markdown", "Spanner polls every 30 s."))))
+    assert any("'31'" in p for p in problems(_nb(("markdown", "Every 31 s (Spanner §3)."))))
+    # seed 004's wrong figures are no longer allowed: "commit wait at most 2ε, 14 ms"
+    assert any("'14'" in p for p in problems(_nb(("markdown", "Commit wait is at most 14 ms (seed 004)."))))
 
 
 def test_an_exercise_number_must_be_run_or_a_puzzle():
@@ -338,3 +442,36 @@ def test_an_exercise_number_must_be_run_or_a_puzzle():
                     {"cell_type": "code", "metadata": {}, "source": "t = Cluster(first_timestamp=5)",
                      "outputs": [{"output_type": "stream", "text": "committed at 6\n"}]}]}
     assert unbound(exercise_problems(nb, "x")) == {"3"}
+
+
+def _recorded(key, value):
+    """A code cell that records ``{key: value}`` as prose numbers."""
+    return ("code", f"v = {value!r}\n# prose numbers\nq = {{{key!r}: {value!r}}}\nassert q == {{{key!r}: v}}")
+
+
+def test_a_plural_over_a_recorded_one_fails():
+    code = _recorded("transfers that waited on a lock", 1)
+    old = _nb(code, ("markdown", "Some transfers also had to wait on a lock while reading:"))
+    assert any("'Some transfers'" in p for p in claim_problems(old))
+    fixed = _nb(code, ("markdown", "Reads met locks too: 1 transfer waited on a lock while reading."))
+    assert claim_problems(fixed) == []
+
+
+def test_about_the_same_needs_a_measured_ratio_near_one():
+    code = _recorded("store CPU read ratio", 0.826)
+    old = _nb(code, ("markdown", "A read reads three columns, about the same work, as the paper's 0.94 says."))
+    assert any("with no number recorded" in p for p in claim_problems(old))
+    quoted = _nb(code, ("markdown", "A read costs about the same as a raw one (ratio 0.826)."))
+    assert any("beside a recorded ratio 0.826" in p for p in claim_problems(quoted))
+    near = _nb(_recorded("ratio", 0.97), ("markdown", "Roughly the same, 0.97."))
+    assert claim_problems(near) == []
+
+
+def test_which_is_sooner_is_answered_with_a_delay():
+    code = ("code", "# prose numbers\nq = {'crossover': 0.1, 'incremental at 20% (min)': 1.97, "
+                    "'batch at 20% (min)': 25.23}\nassert q == dict(q)")
+    questions = ("markdown", "## Questions\n\n1. Which side serves the changes sooner?\n")
+    work = _nb(code, questions, ("markdown", "<details>\n\n1. The batch pass: above the crossover, 10%.\n</details>"))
+    assert any("question 1" in p for p in claim_problems(work))
+    delay = _nb(code, questions, ("markdown", "<details>\n\n1. The observers: 1.97 minutes against 25.23.\n</details>"))
+    assert claim_problems(delay) == []

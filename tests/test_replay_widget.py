@@ -47,8 +47,13 @@ def test_its_controls_step_through_the_recorded_schedule(failing):
     assert w.stepper.cursor == len(steps) - 1 and w.step_button.disabled
     assert f"step {len(steps)} of {len(steps)}" in w.note.value
     assert "After this step the check failed" in w.note.value
+    assert w.slider.value == len(steps) and w.slider.description == "step"
     w.click("Back")
-    assert w.slider.value == len(steps) - 2
+    assert w.stepper.cursor == len(steps) - 2
+    # the slider reads as the title does ("step N of M" beside a slider at N)
+    assert w.slider.value == len(steps) - 1 and f"step {len(steps) - 1} of {len(steps)}" in w.note.value
+    w.slider.value = 1
+    assert w.stepper.cursor == 0 and f"step 1 of {len(steps)}" in w.note.value
     w.click("Reset")
     assert w.stepper.cursor == 0
 
@@ -79,7 +84,7 @@ def test_the_notebooks_demo_cell_shows_it_and_never_runs_in_grading():
     pristine = nbformat.read(pristine_path(1), as_version=4)
     demo = [c for c in pristine.cells if "demo" in c.metadata.get("tags", [])]
     assert len(demo) == 1 and "grading.replay(demo).widget()" in demo[0].source
-    assert demo[0].outputs[-1]["data"]["text/plain"].startswith("StepperWidget(frame 0 of ")
+    assert demo[0].outputs[-1]["data"]["text/plain"].startswith("Cell-table stepper at ")
     cells, problems = plan(pristine, pristine, 1)
     assert problems == [] and all(c.id != demo[0].id for c in cells)
     assert cells and not any("PastOwnLock" in c.source for c in cells)

@@ -76,7 +76,7 @@ def test_without_max_ts_a_reader_sees_half_of_an_async_commit(make_cluster):
 def test_with_max_ts_the_commit_lands_after_the_readers_snapshot(make_cluster):
     cluster, w, r, seen = fractured_read(make_cluster, AsyncCommit())
     assert w.commit_ts > r.start_ts and seen == (0, 0)
-    assert max_ts_of(cluster.bigtable).value >= r.start_ts
+    assert max_ts_of(cluster).value >= r.start_ts
     assert cluster.check_history().ok
 
 
@@ -265,15 +265,14 @@ def test_on_redis_max_ts_lives_on_the_server(redis_url):
     with attach(w.session, inside):
         assert w.commit()
     r = inside.reader
-    assert max_ts_of(writers.bigtable).value >= r.start_ts
+    assert max_ts_of(writers).value >= r.start_ts
     assert w.commit_ts > r.start_ts
     assert (inside.seen_a, r.get("b", "v")) == (0, 0)        # neither half of W
     assert r.commit() and writers.check_history().ok
 
 
 def test_on_redis_max_ts_only_rises_and_stays_exact(redis_url):
-    store = Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()]).bigtable
-    max_ts = max_ts_of(store)
+    max_ts = max_ts_of(Cluster(clock=ManualClock(), backend=redis_url, variants=[AsyncCommit()]))
     assert isinstance(max_ts, RedisMaxTs) and max_ts.value == 0
     max_ts.update(10)
     max_ts.update(4)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from percolator_ref import ClientCrash
+from percolator_ref import ClientCrash, Write, WriteKind
 from percolator_ref.interceptors import Counter, attach
 from percolator_ref.variants.one_pc import ONE_PC, OnePC
 from percolator_ref.variants.rollback_records import RollbackRecords
@@ -70,7 +70,7 @@ def test_with_one_pc_it_is_one_row_transaction_and_a_crash_leaves_no_lock(make_c
     assert cluster.check_history().ok
 
 
-def test_one_pc_refuses_a_write_write_conflict_and_writes_nothing(make_cluster):
+def test_one_pc_refuses_a_write_write_conflict_and_leaves_only_rollback_records(make_cluster):
     cluster = make_cluster(variants=[OnePC()])
     setup(cluster)
     first, second = cluster.begin(), cluster.begin()
@@ -80,7 +80,13 @@ def test_one_pc_refuses_a_write_write_conflict_and_writes_nothing(make_cluster):
     assert second.commit()
     before = cluster.bigtable.dump()
     assert first.commit() is False              # a write record after its start: abort
-    assert cluster.bigtable.dump() == before
+    after = cluster.bigtable.dump()["default"]["acct"]
+    for column in ("Bob", "Joe"):               # no data, no lock: a rollback record only
+        assert after[f"{column}:write"] == sorted(
+            before["default"]["acct"][f"{column}:write"]
+            + [(first.start_ts, Write(first.start_ts, WriteKind.ROLLBACK))], reverse=True)
+    assert {c: v for c, v in after.items() if not c.endswith(":write")} == {
+        c: v for c, v in before["default"]["acct"].items() if not c.endswith(":write")}
     assert fresh_view(cluster) == {("acct", "Bob"): 2, ("acct", "Joe"): 2}
     assert cluster.check_history().ok
 

@@ -109,6 +109,10 @@ def test_a_crash_after_every_step_of_a_pessimistic_transfer(make_cluster, crash_
     expected = {("Bob", "bal"): 3, ("Joe", "bal"): 9} if crash_after >= 3 else \
         {("Bob", "bal"): 10, ("Joe", "bal"): 2}
     assert fresh_view(cluster) == expected
+    after = cluster.begin()                     # a writer cleans the crashed client's locks up
+    assert (after.get_for_update("Bob", "bal"), after.get_for_update("Joe", "bal")) == \
+        (expected[("Bob", "bal")], expected[("Joe", "bal")])
+    assert after.commit()
     assert fresh_view(cluster) == expected and all_locks(cluster) == []
     assert cluster.check_history().ok
 

@@ -317,7 +317,8 @@ def test_widget_buttons_step_back_reset_and_crash():
                 break
             w.click("Step")
         assert "roll-back" in [e.step for f in s.frames for e in f.events]
-        assert repr(w) == f"StepperWidget(frame {s.cursor} of {len(s.frames)})"
+        assert repr(w) == (f"Cell-table stepper at {s.frame.title}: run this cell for its "
+                           "buttons (Step, Back, Reset).")
     finally:
         s.close()
 

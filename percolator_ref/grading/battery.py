@@ -3,8 +3,10 @@
 A :class:`Report` holds one :class:`Result` per check of an exercise, in
 order; ``print(report)`` is its deterministic text (``PASS``, or ``FAIL`` with
 the feedback sentence, then ``k/n checks passed``). The text depends only on
-the outcomes, so a notebook can store the passing report and nbval compares
-it: the exercise passes exactly when the student's code passes every check.
+the outcomes. A check cell prints it and then calls :meth:`Report.raise_if_failed`,
+which raises a short :class:`ChecksFailed` while any check fails: so nbval passes an
+exercise exactly when the student's code passes every check, and the exercise need not
+store a passing report (it stores none: an unsolved exercise must not look solved).
 
 :func:`guard` attaches a budget to a scenario's cluster: a student's retry
 loop that never ends raises :class:`BudgetExceeded` instead of hanging the
@@ -18,6 +20,10 @@ from typing import Optional
 from ..interceptors import Gate, attach
 
 ROW_TRANSACTION_BUDGET = 400
+
+
+class ChecksFailed(AssertionError):
+    """Some check of an exercise failed; the printed report above says which and why."""
 
 
 class BudgetExceeded(Exception):
@@ -52,6 +58,17 @@ class Report:
 
     def failures(self) -> str:
         return "; ".join(f"{r.name}: {r.reason}" for r in self.results if not r.passed)
+
+    def raise_if_failed(self) -> None:
+        """Raise :class:`ChecksFailed` (one short line) unless every check passed: the end of
+        a check cell, after ``print(report)``, so the reasons are read once, in the report."""
+        __tracebackhide__ = True          # IPython and pytest show the cell's line, not this
+        if not self.results:
+            raise ChecksFailed(f"exercise {self.exercise}: no check ran")
+        failed = len(self.results) - self.n_passed
+        if failed:
+            raise ChecksFailed(f"exercise {self.exercise}: {failed} of {len(self.results)} "
+                               "checks failed (the FAIL lines above say why)")
 
     def __str__(self):
         lines = [f"Exercise {self.exercise}: {self.title}"]

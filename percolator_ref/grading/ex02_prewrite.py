@@ -20,7 +20,7 @@ from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
 from .framework import Exercise, outcome, require
-from .protocol_world import (TABLE, Once, amounts, is_write, locks, returned, said, show,
+from .protocol_world import (TABLE, Once, amounts, is_write, kind_of, locks, returned, said, show,
                              timeline, value_at)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
                       writer_role, writer_record)
@@ -185,20 +185,24 @@ def _delete_ok(obs, p):
 # -- 2. conflicts -----------------------------------------------------------------------------
 
 @exercise.check("a write committed after start_ts is a write-write conflict",
-                params=_p("s0", "c0", "s_w", "s", "c_w"))
+                params=_p("s0", "c0", "s_w", "s", "c_w"), classes=("put", "delete"))
 def _ww(trial, p):
-    w = trial.world()
-    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
-    w.stamp(p["s_w"])                              # another writer begins before you
-    t = w.client_at(p["s"])
-    w.committed({("Bob", "bal"): p["b1"]}, p["s_w"], p["c_w"])   # ... and commits after you began
-    w.call(t, "set", "Bob", "bal", p["b2"])
-    w.call(t, "set", "Joe", "bal", p["j2"])
-    _ww_ok(_observe(w, t, commit=w.call(t, "commit")), p)
+    for kind in trial.each_class():
+        w = trial.world()
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+        w.stamp(p["s_w"])                              # another writer begins before you
+        t = w.client_at(p["s"])
+        newer = p["b1"] if kind == "put" else None     # ... and commits after you began
+        w.committed({("Bob", "bal"): newer}, p["s_w"], p["c_w"])
+        trial.covered(kind, kind_of(newer).name.lower())
+        w.call(t, "set", "Bob", "bal", p["b2"])
+        w.call(t, "set", "Joe", "bal", p["j2"])
+        _ww_ok(_observe(w, t, commit=w.call(t, "commit")), p, kind)
 
 
-def _ww_ok(obs, p):
-    rule = (f"Bob.bal has a write record at {p['c_w']}, after your start_ts {p['s']} (its writer "
+def _ww_ok(obs, p, kind="put"):
+    what = "write record" if kind == "put" else "delete's write record (a delete is a write too)"
+    rule = (f"Bob.bal has a {what} at {p['c_w']}, after your start_ts {p['s']} (its writer "
             f"began at {p['s_w']}): a write-write conflict, so prewrite returns False and the "
             f"commit aborts")
     require(returned(obs.get("commit"), False), f"{rule}; your commit() {said(obs.get('commit'))}")

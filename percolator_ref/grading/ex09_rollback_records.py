@@ -8,9 +8,11 @@ of that transaction which arrives late, a prewrite the network delayed or
 delivered twice, is refused by the prewrite's own condition (no write record
 at or after ``start_ts``; ``check_for_newer_version`` in TiKV's
 ``src/storage/txn/actions/prewrite.rs``). When the primary holds neither the
-lock nor a commit, TiKV's status check writes the record all the same, since
-the primary's prewrite may still be on its way (``check_txn_status_missing_lock``
-in ``check_txn_status.rs``).
+lock nor a commit, TiKV's status check writes the record all the same if the
+request sets ``rollback_if_not_exist`` (otherwise it answers that the
+transaction is not found), since the primary's prewrite may still be on its
+way (``check_txn_status_missing_lock`` in ``check_txn_status.rs``); the
+exercise's cleanup always writes it.
 
 The student subclasses :class:`~percolator_ref.cleanup.Cleanup` as
 ``RollbackCleanup`` and writes two steps: ``rollback_writes(column, start_ts)``
@@ -50,10 +52,13 @@ exercise = Exercise(
     graded={"RollbackCleanup": ("resolve_primary", "rollback_writes")},
     hidden=("percolator_ref.cleanup:Cleanup.resolve_primary",
             "percolator_ref.cleanup:Cleanup.rollback_writes",
-            "percolator_ref.variants.rollback_records:RollbackCleanup.rollback_writes"),
+            "percolator_ref.variants.rollback_records:RollbackCleanup.rollback_writes",
+            # the step's record at a primary found empty, written by the module's own helpers
+            "percolator_ref.variants.rollback_records:mark_rolled_back",
+            "percolator_ref.variants.rollback_records:protect_rollback"),
     forbidden_bases=("RollbackCleanup", "AsyncCleanup"))
 
-BALANCES = ("b0", "j0", "b1", "j1", "j2")
+BALANCES = ("b0", "j0", "b1", "j1", "j2", "b2")
 BOB, JOE = Cell(TABLE, "Bob", "bal"), Cell(TABLE, "Joe", "bal")
 CELLS = (("Joe", "bal"), ("Bob", "bal"))
 
@@ -209,20 +214,86 @@ def _kept(cells, p, row: str, old) -> None:
 
 # -- 1. rolling back leaves a record -----------------------------------------------------------
 
+LOCKED, REWRITTEN = ("its primary still locked",
+                     "its primary rolled back by a cleaner, then written by a later transaction")
+BELOW, ABOVE = ("its primary never prewritten, another transaction's lock on it below start_ts",
+                "its primary never prewritten, another transaction's lock on it above start_ts")
+
+
+def _primary_class(w, p) -> str:
+    """What the world's primary Bob.bal holds: W's lock; or W's rollback record and a later
+    transaction's write record; or no trace of W and another live transaction's lock."""
+    cells = w.cells()
+    if value_at(cells, "Bob", "bal:lock", p["s_w"]) is not None:
+        return LOCKED
+    later = [v for ts, v in versions_in(cells, "Bob", "bal:write") if ts > p["s_w"]]
+    if is_write(value_at(cells, "Bob", "bal:write", p["s_w"]), p["s_w"], "rollback"):
+        return REWRITTEN if later and not any(is_write(v, p["s_w"]) for v in later) else "other"
+    others = [ts for ts, lock in versions_in(cells, "Bob", "bal:lock")
+              if isinstance(lock, dict) and lock.get("client") == "X"]
+    return {True: BELOW, False: ABOVE}[others[0] < p["s_w"]] if len(others) == 1 else "other"
+
+
+def _secondary_only(w, p, other: int) -> None:
+    """X (alive) locked Bob.bal at ``other``; W prewrote only Joe.bal (primary Bob.bal) at
+    ``s_w`` and died before its primary's prewrite landed (it would have met X's lock)."""
+    w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
+    for ts in sorted((other, p["s_w"])):
+        if ts == other:
+            w.locked({("Bob", "bal"): p["b2"]}, other, "X")
+        else:
+            w.stamp(p["s_w"])
+            with w.row("Joe") as rt:
+                rt.write(data_col("bal"), p["s_w"], p["j1"])
+                rt.write(lock_col("bal"), p["s_w"], Lock(p["s_w"], BOB, False, "W", WriteKind.PUT))
+    w.crash("W")
+
+
 @exercise.check("a reader of a dead transaction's secondary rolls both cells back, each with a "
-                "rollback record at start_ts", params=_p("s0", "c0", "s_w", "s_r"))
+                "rollback record at start_ts",
+                params=_p("s0", "c0", "s_a", "s_w", "s_v", "c_v", "s_r"),
+                classes=(LOCKED, REWRITTEN, BELOW, ABOVE))
 def _secondary(trial, p):
-    w, _ = _crashed(trial, p)
-    _secondary_ok(_read(w, p["s_r"], "Joe"), p)
+    for value_class in trial.each_class():
+        if value_class in (BELOW, ABOVE):
+            w = RecordsWorld(trial)
+            _secondary_only(w, p, p["s_a"] if value_class == BELOW else p["s_v"])
+        else:
+            w, _ = _crashed(trial, p)
+        if value_class == REWRITTEN:
+            w.rolled_back({("Bob", "bal"): None}, p["s_w"])     # a cleaner decided W aborted
+            w.committed({("Bob", "bal"): p["b2"]}, p["s_v"], p["c_v"])    # then V wrote Bob
+        trial.covered(value_class, _primary_class(w, p))
+        _secondary_ok(_read(w, p["s_r"], "Joe"), p, value_class)
 
 
-def _secondary_ok(obs, p):
-    rule = (f"W died before its commit point (its primary Bob.bal is still locked at "
-            f"{p['s_w']}): the reader of Joe.bal rolls back the primary, then Joe.bal")
+def _secondary_ok(obs, p, value_class=LOCKED):
+    other = p["s_a"] if value_class == BELOW else p["s_v"]
+    if value_class == LOCKED:
+        rule = (f"W died before its commit point (its primary Bob.bal is still locked at "
+                f"{p['s_w']}): the reader of Joe.bal rolls back the primary, then Joe.bal")
+    elif value_class == REWRITTEN:
+        rule = (f"a cleaner rolled W back at its primary Bob.bal (rollback record at {p['s_w']}) "
+                f"and V then wrote Bob.bal (write record at {p['c_v']} pointing at {p['s_v']}): "
+                f"the record that points at W's start_ts {p['s_w']} decides, not the newest, so "
+                f"the reader of Joe.bal rolls Joe.bal back")
+    else:
+        rule = (f"W prewrote Joe.bal and died before its primary Bob.bal's prewrite landed; Bob.bal "
+                f"holds X's lock at {other}, a live transaction's, not W's (W's would be at "
+                f"{p['s_w']}): resolving W writes its rollback record at {p['s_w']}, leaves X's "
+                f"lock alone and rolls Joe.bal back")
     cells = obs["cells"]
     for row, old in (("Bob", p["b0"]), ("Joe", p["j0"])):
         _record_ok(cells, row, p["s_w"], rule)
         _kept(cells, p, row, old)
+    stray = [f"{show(v)} at {ts}" for ts, v in versions_in(cells, "Joe", "bal:write")
+             if ts not in (p["c0"], p["s_w"])]
+    require(stray == [], f"{rule}; Joe.bal has other write records: {', '.join(stray)}")
+    if value_class in (BELOW, ABOVE):
+        lock, data = (value_at(cells, "Bob", f"bal:{kind}", other) for kind in ("lock", "data"))
+        require(isinstance(lock, dict) and lock.get("client") == "X" and data == p["b2"],
+                f"{rule}; X's lock and data at {other} are gone or changed (lock {show(lock)}, "
+                f"data {show(data)})")
     require(returned(obs.get("get"), p["j0"]),
             f"{rule}, and reads {p['j0']}: a rollback record is not a version; the reader "
             f"{said(obs.get('get'))}")

@@ -76,7 +76,7 @@ class AsyncWorld(TrustedWorld):
                                      lock_ttl=ttl, variants=[AsyncCommit()]), BUDGET)
         self.oracle = self.cluster.oracle
         self.hub.trusted.history = self.cluster.history
-        self.max_ts: MaxTs = max_ts_of(self.cluster.bigtable)
+        self.max_ts: MaxTs = max_ts_of(self.cluster)
         SHARED[id(self)] = self.max_ts
         if register:
             trial.worlds.append(self)
@@ -135,7 +135,7 @@ def _async_writer_role(Reference, cluster, values, world):
     variant = AsyncCommit()
     cluster.Transaction = type("Transaction", (variant.Transaction, Transaction), {})
     cluster.Cleanup = type("Cleanup", (variant.Cleanup, cluster.Cleanup), {})
-    max_ts_of.states[cluster.bigtable] = SHARED[world]
+    cluster.variant_states = {variant.name: SHARED[world]}      # the world's store's max_ts
     txn = cluster.Transaction(cluster)
     for row, column, value in values:
         txn.set(row, column, value)

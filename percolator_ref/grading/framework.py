@@ -69,6 +69,15 @@ maps ``NN`` to the module. Everything else is found from that object.
      by a secret drawn for each grading run (a fixed seed in the notebook's
      own check cell). Put every timestamp, size or seed of the check in ``p``
      (``p["t0"]`` is the oracle's first timestamp of each world).
+   - ``classes``: the value classes the check covers, enumerated like
+     schedules, never drawn. The secret may choose values and names, not
+     which *kind* of value a check meets (a put or a delete, a withdrawal
+     within its own account or over it): a check names its classes at
+     registration and runs ``for c in trial.each_class(): ...``, building
+     each class's values from ``p``; after building them it states the class
+     they really are, computed from the values, with ``trial.covered(c,
+     computed)`` (an internal error if they differ). A check that passes has
+     covered every class it names, in order, under every secret.
    - ``limit``: seconds the check may take; past it the check fails alone
      (``percolator grade`` gives a notebook the sum of its checks' limits plus
      :data:`.launcher.SETUP_SECONDS`).
@@ -130,6 +139,7 @@ class TrustedCheck:
     params: Callable
     fn: Callable
     limit: float = 10.0
+    classes: tuple = ()
 
 
 class Exercise:
@@ -147,16 +157,22 @@ class Exercise:
         self._trusted: dict = {}
         self.roles: dict = {}
 
-    def check(self, name: str, params: Optional[Callable] = None, limit: float = 10.0) -> Callable:
+    def check(self, name: str, params: Optional[Callable] = None, limit: float = 10.0,
+              classes: tuple = ()) -> Callable:
         """Decorator: ``fn(trial, p)`` is check ``name``, run and judged by the trusted world.
 
         The title is written once, here. ``trial`` (:class:`.interactive.Trial`)
         builds worlds whose clients run the student's code elsewhere.
+        ``classes``: the value classes it covers, every one under every secret.
         """
+        if not isinstance(classes, tuple) or not all(isinstance(c, str) and c for c in classes) \
+                or len(set(classes)) != len(classes):
+            raise ValueError(f"classes must be a tuple of distinct names, got {classes!r}")
+
         def register(fn):
             if name in self._trusted:
                 raise ValueError(f"duplicate check {name!r}")
-            self._trusted[name] = TrustedCheck(name, params or (lambda rng: {}), fn, limit)
+            self._trusted[name] = TrustedCheck(name, params or (lambda rng: {}), fn, limit, classes)
             return fn
         return register
 

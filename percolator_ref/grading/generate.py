@@ -8,9 +8,11 @@ In every code cell of ``solutions/NN_*.ipynb``, each region
 
 becomes ``raise NotImplementedError("Exercise N")`` at the indentation of
 the ``# BEGIN SOLUTION`` line, under a ``# YOUR CODE HERE`` comment. Every
-other cell, the outputs included, is copied unchanged: the exercise stores
-the solution's passing report, so nbval fails until the student's code
-reproduces it. ``N`` comes from the notebook's ``metadata.percolator.exercise``.
+other cell, the outputs included, is copied unchanged, except the check cell
+(tagged ``check``): it is left unrun, with no output, so an unsolved exercise
+never shows a passing report. The check cell raises ``ChecksFailed`` while any
+check fails (``report.raise_if_failed()``), so nbval fails the exercise until the
+student's code passes every check. ``N`` comes from ``metadata.percolator.exercise``.
 """
 from __future__ import annotations
 
@@ -63,6 +65,8 @@ def exercise_from_solution(solution):
         if cell.cell_type == "code" and BEGIN in cell.source:
             regions += cell.source.count(BEGIN)
             cell.source = strip_solutions(cell.source, n)
+        if "check" in cell.metadata.get("tags", []):
+            cell.outputs, cell.execution_count = [], None
     if regions == 0:
         raise ValueError(f"exercise {n}: no '{BEGIN}' region in the solution")
     nb.metadata["percolator"]["role"] = "exercise"

@@ -33,12 +33,34 @@ class Counterexample(Fail):
 class Trial:
     """What a trusted check uses: fresh worlds on this hub, and schedule exploration."""
 
-    def __init__(self, hub: Hub, deadline: float, p: dict, max_preemptions=None):
+    def __init__(self, hub: Hub, deadline: float, p: dict, max_preemptions=None, classes=()):
         self.hub, self.deadline, self.p = hub, deadline, p
         self.max_preemptions = max_preemptions      # a lower bound than the family's (browser)
         self.bounded = False                         # did it lower one?
         self.runs = 0
         self.worlds: list = []
+        self.classes = tuple(classes)                # the value classes the check names
+        self.covered_classes: list = []              # ... and those it built, in order
+
+    def each_class(self):
+        """The check's value classes, one by one (enumerated at registration, never drawn)."""
+        for name in self.classes:
+            self._current = name
+            yield name
+
+    def covered(self, name: str, computed: str) -> None:
+        """The values built for class ``name`` are of class ``computed`` (from the values
+        themselves): they must be the same, else the check's values were drawn wrong."""
+        if name != getattr(self, "_current", None) or computed != name:
+            raise RuntimeError(f"internal: the values built for value class {name!r} are of "
+                               f"class {computed!r}")
+        self.covered_classes.append(name)
+
+    def all_covered(self) -> None:
+        """A check that passed has covered every value class it names, in order."""
+        if tuple(self.covered_classes) != self.classes:
+            raise RuntimeError(f"internal: the check names value classes {self.classes}, it "
+                               f"covered {tuple(self.covered_classes)}")
 
     def world(self, ttl: float = 10.0) -> TrustedWorld:
         """A fresh world whose oracle starts at ``p["t0"]``."""
@@ -76,10 +98,11 @@ def run_trusted(check, hub: Hub, p: dict, max_preemptions=None, bounded=None) ->
     (the browser's self-check); ``bounded``: a set that gets the check's name if
     that lowered a family's bound.
     """
-    trial = Trial(hub, time.monotonic() + check.limit, p, max_preemptions)
+    trial = Trial(hub, time.monotonic() + check.limit, p, max_preemptions, check.classes)
     try:
         try:
             check.fn(trial, p)
+            trial.all_covered()
         finally:
             trial.close()
             if trial.bounded and bounded is not None:

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from .reach import hidden_targets
+from .reach import hidden_targets, modules
 from .sandbox import DEVICES, inside, under
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -25,9 +25,10 @@ SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")
 
 
 def _module_files(targets) -> list:
+    """The source and compiled files of every module a target is named by or defined in."""
     files = []
-    for target in targets:
-        spec = importlib.util.find_spec(target.partition(":")[0])
+    for module in modules(targets):
+        spec = importlib.util.find_spec(module.__name__)
         if spec and spec.origin:
             files.append(os.path.realpath(spec.origin))
             if spec.cached:

@@ -250,9 +250,12 @@ def _enter_namespaces(libc, spec: dict, workdir: str, layers: list) -> bool:
 
 def own_disk(libc, spec: dict, workdir: str) -> str:
     """Mount a tmpfs of ``spec["disk_mb"]`` MB over ``workdir`` (in this mount namespace),
-    owned by the child's uid, with the ``tmp`` folder its ``TMPDIR`` names; say what was done."""
+    owned by the child's uid, with the ``tmp`` folder its ``TMPDIR`` names; say what was done.
+    What the child writes there is visible only inside its namespace, and gone with it."""
     uid, gid = spec.get("uid", os.getuid()), spec.get("gid", os.getgid())
-    size = int(spec.get("disk_mb", DISK_MB))
+    size = int(spec.get("disk_mb") or 0)
+    if size <= 0:
+        return "no disk quota (none asked)"
     options = f"size={size}m,nr_inodes=4096,mode=0700,uid={uid},gid={gid}".encode()
     if libc.mount(b"tmpfs", workdir.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
         return f"no disk quota: tmpfs on the work directory: {_errno()}"

@@ -95,6 +95,24 @@ def reached(targets) -> dict:
     return seen
 
 
+def modules(targets) -> list:
+    """Every module a hidden target lives in: the one it is named by and the one that defines
+    it (``percolator_ref.observers:run_observer`` is defined in
+    :mod:`percolator_ref.observers.notifications`, whose source must be hidden too)."""
+    import sys
+    found = []
+    for target in targets:
+        module, _, _ = locate(target)
+        obj = importlib.import_module(module.__name__)
+        for part in target.partition(":")[2].split("."):
+            obj = getattr(obj, part)
+        obj = obj.__func__ if isinstance(obj, (staticmethod, classmethod)) else obj
+        for m in (module, sys.modules.get(getattr(obj, "__module__", None) or "")):
+            if m is not None and m not in found:
+                found.append(m)
+    return found
+
+
 def _module_functions(module) -> list:
     """``[(qualname, function, class or None)]`` defined in ``module``."""
     out = []
@@ -119,7 +137,7 @@ def helpers(targets, given=()) -> tuple:
     kept = reached([(fn, owner) for fn, owner in step.items()
                     if fn.__name__ in set(given) and fn not in own])
     found = []
-    for module in {locate(t)[0] for t in targets}:
+    for module in modules(targets):
         functions = _module_functions(module)
         for qualname, fn, owner in functions:
             if fn not in step or fn in own or fn in kept:

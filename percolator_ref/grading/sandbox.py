@@ -21,7 +21,9 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    repository (solutions, tests, exercises, .git), the grader's modules, the
    hidden reference, other submissions or the other clients' folders; no
    subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
-   change; then it runs the answer cells and serves one client;
+   change, and, while a step is hidden, no import of a variant the exercise
+   did not load (:data:`VARIANTS`); then it runs the answer cells and serves
+   one client;
 6. routes the trusted world's messages to those processes (stamping each
    reply's sender), until the grader closes the channel, and writes a short
    JSON report (its layers, the answer cells' error) to its result fd. This
@@ -226,16 +228,33 @@ def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=i
             raise _PE(f"sandbox: {event} with dir_fd and a climbing path is refused")
 
 
+def from_file(fn) -> bool:
+    """Is ``fn`` a function compiled from a file (the kit, the standard library, frozen
+    or not, the guard, whose state is its defaults)? Not: the student's own, compiled from
+    an answer cell, or generated (``namedtuple`` sets its ``__new__``'s defaults); those
+    may take defaults."""
+    name = getattr(getattr(fn, "__code__", None), "co_filename", None)
+    return not isinstance(name, str) or not name.startswith("<") or name.startswith("<frozen")
+
+
+VARIANTS = "percolator_ref.variants."
+"""TiKV's versions of the paper's steps (``lock_ttl.TTLCleanup.check_txn_status`` decides at
+the primary as the hidden ``resolve_primary`` does): while a step is hidden, a variant the
+exercise did not load before the answer cells may not be imported."""
+
+
 def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tuple,
-               hidden_types: tuple):
-    """The audit hook enforcing the sandbox's rules (its state is immutable defaults)."""
+               hidden_types: tuple, sealed: tuple = ()):
+    """The audit hook enforcing the sandbox's rules (its state is immutable defaults).
+    ``sealed``: prefixes of module names that may no longer be imported (:data:`VARIANTS`)."""
     rules = (workdir.rstrip("/"), tuple(allow_read), tuple(deny_read), tuple(hard_deny),
              posix.getpid())
 
-    def guard(event, args, _rules=rules, _hidden=hidden_types, _events=DENIED_EVENTS,
+    def guard(event, args, _rules=rules, _hidden=hidden_types, _sealed=tuple(sealed),
+              _events=DENIED_EVENTS,
               _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
               _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
-              _denied_module=denied_module,
+              _denied_module=denied_module, _from_file=from_file,
               _resolve=resolve, _len=len, _type=type, _str=str, _bytes=bytes,
               _isinstance=isinstance, _PE=PermissionError):
         if event == "open":
@@ -244,9 +263,13 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
             raise _PE(f"sandbox: {event} is refused during grading")
         if event == "import" and _denied_module(args, _modules):
             raise _PE(f"sandbox: importing {args[0]!s} is refused during grading")
+        if event == "import" and _sealed and _isinstance(args[0], _str) \
+                and args[0].startswith(_sealed):
+            raise _PE(f"sandbox: importing {args[0]!s} is refused while this exercise's step "
+                      "is hidden (a variant holds a version of it)")
         if event == "object.__setattr__" or event == "object.__delattr__":
-            if args[0] in _hidden or (_len(args) > 1 and args[1] in
-                                      ("__code__", "__defaults__", "__kwdefaults__")):
+            if args[0] in _hidden or (_len(args) > 1 and (args[1] == "__code__" or (
+                    args[1] in ("__defaults__", "__kwdefaults__") and _from_file(args[0])))):
                 raise _PE(f"sandbox: changing {args[1]!s} of a {_type(args[0]).__name__} is refused")
             return
         for name, indices in _writes:
@@ -376,9 +399,10 @@ def _run(job: dict, report: dict) -> None:
             return
     hidden_types, hidden_files = hide(targets)
     hard = tuple(job["hard_deny"]) + hidden_files + (job["workdir"],)   # but its own folder
+    sealed = (VARIANTS,) if targets else ()
 
     def guard(folder: str):
-        return make_guard(folder, *guard_args[1:], hard, hidden_types)
+        return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
     codes, error = _compile_answer(job)
     template = Template(spec, namespace, codes, guard, job["workdir"])
     report["guarded"] = True          # every client installs the guard before the answer runs

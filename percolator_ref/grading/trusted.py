@@ -34,6 +34,7 @@ from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_n
     lock_col, split_column, write_col
 from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
+from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
 from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
@@ -46,7 +47,6 @@ MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
-STEPS = frozenset(s.value for s in Step)
 PICKLE_PROTOCOL = 5
 
 
@@ -206,6 +206,7 @@ class TrustedWorld(World):
         self.written = 0                   # bytes the clients wrote into the store
         hub.trusted.history = self.cluster.history
         self.guards = tuple(self.cluster.bigtable.interceptors)    # the row-transaction budget
+        self.footprint: Optional[set] = None    # what the transition being run touched
         self.scope = Scope()               # what student clients may write (set by the exercise)
 
     def committed(self, values: dict, start: int, commit: int) -> None:
@@ -323,11 +324,26 @@ class TrustedWorld(World):
         """Answer ``c``'s request; a trusted client (in this process) gets ``value`` as it is."""
         self.tell(c, {"op": "reply", "value": value if c.host == "trusted" else encoder(value)})
 
+    def touch(self, what: tuple, mode: str) -> None:
+        """Record that the transition being run reads (``"r"``) or writes (``"w"``) ``what``:
+        ``("row", table, row)``, ``("table", table)`` (every row of it), ``("oracle",)``,
+        ``("clock",)``, ``("ls", name)`` (one token of the lock service), ``("history",)``, ``("observers",)``,
+        ``("client", label)`` or ``("*",)`` (everything). :mod:`.schedules` reads these
+        footprints to tell independent transitions apart."""
+        if self.footprint is not None:
+            self.footprint.add((what, mode))
+
+    TOUCHES = {"peek": (("oracle",), "r"), "now": (("clock",), "r"), "sleep": (("clock",), "w"),
+               "observed": (("observers",), "r"), "disk": (("*",), "w")}
+
     def serve(self, c: Client, msg: dict) -> None:
         op = msg["op"]
+        if op in self.TOUCHES:
+            self.touch(*self.TOUCHES[op])
         if op == "row":
             return self.serve_row(c, msg)
         if op == "ts":
+            self.touch(("oracle",), "w")
             ts = self.oracle.get_timestamp()
             c.timestamps.append(ts)
             self.note(c, f"took timestamp {ts} from the oracle")
@@ -368,6 +384,7 @@ class TrustedWorld(World):
                     check_name(msg[name], name)
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} listed rows with a bad name ({exc})") from None
+        self.touch(("table", msg["table"]), "r")
         return self.cluster.bigtable.rows(msg["table"], msg["start"], msg["end"])
 
     def lock_service(self, c: Client, fn: str, name):
@@ -375,19 +392,22 @@ class TrustedWorld(World):
             raise Violation(f"{c.label} called the lock service with a bad client name {name!r}")
         if fn in ("register", "heartbeat"):
             c.names.add(name)
+        self.touch(("ls", name), "r" if fn in ("is_alive", "status") else "w")   # one token
+        self.touch(("clock",), "r")               # liveness is judged against the clock
         result = getattr(self.cluster.lockservice, fn)(name)
         return result if fn in ("is_alive", "status") else None
 
     def serve_row(self, c: Client, msg: dict) -> None:
         """One row transaction: hand out the row, serve until ``end``, apply it atomically."""
-        step = msg["step"] if msg["step"] in STEPS else Step.ROW_TRANSACTION
+        step = msg["step"] if is_step(msg["step"]) else Step.ROW_TRANSACTION   # declared: kept
         try:
             check_name(msg["table"], "table")
             check_name(msg["row"], "row")
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
-                                                   step=Step(step))
+                                                   step=Step(step) if step in set(Step) else step)
+        self.touch(("row", msg["table"], msg["row"]), "r")
         try:
             rt.__enter__()
         except StoreUnavailable as exc:          # an injected store failure: nothing happened
@@ -450,6 +470,8 @@ class TrustedWorld(World):
             return self.fail(c, exc)
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
+        if ok and rt.mutations:
+            self.touch(("row", rt.table, rt.row), "w")
         if ok:
             c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
             c.locked += [(rt.table, rt.row, split_column(col)[0], value)
@@ -486,17 +508,34 @@ class TrustedWorld(World):
     def run(self, participants, chooser) -> list:
         """Run a family of clients, letting ``chooser`` pick each scheduled step."""
         clients = [self.spawn(p) for p in participants]
+        executed = getattr(chooser, "executed", None)
         while True:
             ready = [c for c in clients if c.pending is not None]
             if not ready:
                 return clients
             action, c = chooser.choose(ready, self)
+            self.footprint = {(("client", c.label), "w")}
+            records = len(self.cluster.history.records)
             if action == "crash":
                 self.crash_client(c)
             else:
                 msg, c.pending = c.pending, None
                 self.handle(c, msg)
                 self.drive(c)
+            if len(self.cluster.history.records) != records:
+                self.touch(("history",), "w")     # a reference client began a transaction
+            if not self.plain():
+                self.touch(("*",), "w")           # state this method does not know of
+            footprint, self.footprint = frozenset(self.footprint), None
+            if executed is not None:
+                executed(footprint, c.pending is not None)
+
+    def plain(self) -> bool:
+        """Is every piece of this world's state one :meth:`fingerprint` and :meth:`touch`
+        know of? Not in a subclass (state of its own) or with interceptors besides the
+        row-transaction budget (a check's hook has hidden state)."""
+        return (type(self) is TrustedWorld
+                and tuple(self.cluster.bigtable.interceptors) == self.guards)
 
     def fingerprint(self):
         """Everything the rest of a run depends on, hashable; None where unknown.
@@ -512,7 +551,7 @@ class TrustedWorld(World):
         interceptors of its own (a check's hook has hidden state) or a subclass
         with state of its own gives None: such a run is never merged with another.
         """
-        if type(self) is not TrustedWorld or tuple(self.cluster.bigtable.interceptors) != self.guards:
+        if not self.plain():
             return None
         cells = self.cluster.bigtable.dump()
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
@@ -536,6 +575,8 @@ class TrustedWorld(World):
         """``c`` dies at its pending request: never answered again; its tokens crash."""
         c.crashed, c.pending = True, None
         for name in sorted(c.names):
+            self.touch(("ls", name), "w")
+            self.touch(("clock",), "r")
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
         self.note(c, "crashed (never answered again)")

@@ -2,7 +2,8 @@
 
 Running clients (workers) hold a *liveness token*. The token carries the wall
 time of the client's last heartbeat on the cluster clock; a transaction
-refreshes it at each of its row transactions. Another client judges the
+refreshes it at each of its row transactions that may write (a read-only
+one never touches it: ``Session.row_transaction``). Another client judges the
 holder of a lock:
 
 - alive: it has a token, did not crash, and its last heartbeat is at most
@@ -68,6 +69,10 @@ class LockService:
         self._named: dict[str, str] = {}
         self._lock = threading.Lock()
 
+    def now(self) -> float:
+        """The time liveness is judged on (the cluster clock); a lock's ttl counts on it too."""
+        return self.clock.now()
+
     # -- liveness tokens -------------------------------------------------
     def register(self, client: str) -> None:
         """Create (or renew) ``client``'s token at the current time."""
@@ -93,10 +98,7 @@ class LockService:
 
     def is_alive(self, client: Optional[str]) -> bool:
         """True while ``client`` holds a token, never crashed, and heartbeat is within the TTL."""
-        token = self._tokens.get(client) if client is not None else None
-        if token is None or token.crashed:
-            return False
-        return self.clock.now() - token.heartbeat <= self.ttl
+        return self._alive_unlocked(client)     # one dict read: no lock needed
 
     def status(self, client: str) -> str:
         """``"alive"``, ``"crashed"``, ``"expired"`` (TTL passed) or ``"gone"`` (no token)."""
@@ -130,7 +132,7 @@ class LockService:
     def holder(self, name: str) -> Optional[str]:
         return self._named.get(name)
 
-    def _alive_unlocked(self, client: str) -> bool:
-        token = self._tokens.get(client)
+    def _alive_unlocked(self, client: Optional[str]) -> bool:
+        token = self._tokens.get(client) if client is not None else None
         return (token is not None and not token.crashed
                 and self.clock.now() - token.heartbeat <= self.ttl)

@@ -1,6 +1,6 @@
 """TrueTime on simulated machines: a clock reading that is an interval, not a number.
 
-What Spanner's TrueTime API offers (seed 004, "时间戳API（TrueTime API）"):
+What Spanner's TrueTime API offers (Spanner §3; seed 004, "时间戳API（TrueTime API）"):
 
 ==================  ==========================================================
 ``TT.now()``        an interval ``[earliest, latest]`` that contains true time
@@ -8,10 +8,16 @@ What Spanner's TrueTime API offers (seed 004, "时间戳API（TrueTime API）"):
 ``TT.before(t)``    True if ``t`` has certainly not arrived yet
 ==================  ==========================================================
 
-Spanner keeps the uncertainty ``ε`` small with GPS and atomic clocks: a
-master per data centre with GPS, an atomic clock drifting at most 200 µs per
-second, a synchronisation every 30 s (so at most 6 ms of drift) and 1 ms for
-the network, hence ``ε`` at most 7 ms (seed 004). The interval is ``2ε`` wide.
+How Spanner keeps the uncertainty ``ε`` small (Spanner §3, as
+``../shared/PAPER_FACTS.md`` "Spanner" carries it; seed 004 is wrong here):
+each datacenter has a set of time masters, most with GPS receivers, the
+others ("Armageddon masters") with atomic clocks; a daemon on every machine
+polls several of them every 30 s. Between polls it advertises an uncertainty
+derived from a conservatively applied worst-case local drift of 200 µs per
+second (up to 6 ms) plus 1 ms of communication, so ``ε`` is typically a
+sawtooth of about 1 to 7 ms, 4 ms on average; it is not a bound (it exceeds
+the sawtooth when masters are unavailable or machines and links overloaded).
+The interval is ``2ε`` wide.
 
 The kit simulates it, deterministically. True time is the cluster clock (a
 :class:`~percolator_ref.ManualClock` in notebooks and tests). Each machine
@@ -30,9 +36,14 @@ import random
 from typing import NamedTuple, Optional, Sequence
 
 EPSILON_US = 7_000
-"""Spanner's bound on the clock uncertainty: 7 ms (seed 004: 6 ms drift + 1 ms network)."""
+"""The kit's fixed clock uncertainty: 7 ms, the top of Spanner's typical sawtooth (Spanner §3:
+up to 6 ms of drift + 1 ms of communication). Spanner's own ε varies and is not bounded by it."""
 
 MICROSECONDS = 1_000_000
+
+MAX_EPSILON_US = 60 * MICROSECONDS
+"""The largest uncertainty accepted: one minute (Spanner's is milliseconds; past this a
+commit wait, or a timestamp of microseconds, stops meaning anything)."""
 
 
 def true_us(clock) -> int:
@@ -78,7 +89,7 @@ class TrueTime:
     """Simulated TrueTime for ``nodes`` machines whose clocks run ``offsets`` off true time.
 
     ``clock``: true time (the cluster clock). ``epsilon_us``: the uncertainty
-    bound ``ε`` (default 7 ms, Spanner's). ``nodes``: a count or names.
+    ``ε``, fixed (default 7 ms, the top of Spanner's typical sawtooth). ``nodes``: a count or names.
     ``offsets``: ``{node: microseconds}``, each within ``±ε`` (default: drawn
     with ``seed``). Cheap and deterministic: nothing here sleeps.
 
@@ -94,8 +105,10 @@ class TrueTime:
                  offsets: Optional[dict] = None, seed: int = 0):
         if not callable(getattr(clock, "now", None)) or not callable(getattr(clock, "sleep", None)):
             raise TypeError(f"clock must have now() and sleep(), got {clock!r}")
-        if isinstance(epsilon_us, bool) or not isinstance(epsilon_us, int) or epsilon_us < 0:
-            raise ValueError(f"epsilon_us must be an int >= 0 (microseconds), got {epsilon_us!r}")
+        if isinstance(epsilon_us, bool) or not isinstance(epsilon_us, int) \
+                or not 0 <= epsilon_us <= MAX_EPSILON_US:
+            raise ValueError(f"epsilon_us must be an int in [0, {MAX_EPSILON_US}] "
+                             f"(microseconds), got {epsilon_us!r}")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
         self.clock, self.epsilon_us = clock, epsilon_us

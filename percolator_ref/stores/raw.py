@@ -29,6 +29,12 @@ class RawCellOperations:
         if value is None:
             raise TypeError("value must not be None (use erase to remove a version)")
 
+    def order_reads_after_row_writes(self) -> None:
+        """From now on, a read of a row waits while another client's row transaction holds
+        the row for writing (a variant that takes a timestamp while it holds a row needs
+        this). Here nothing to do: a store whose row transactions run one at a time (the
+        in-memory Bigtable) already orders them; the Redis store overrides it."""
+
     def write(self, table: str, row: str, bigtable_column: str, value: Any, ts: int) -> None:
         """Write one version: a one-cell row transaction (Figure 8's raw write)."""
         check_name(bigtable_column, "bigtable_column")

@@ -42,15 +42,15 @@ class RedisMaxTs:
     """One Redis store's ``max_ts``, on its server (``store.make_max_ts()``).
 
     ``update(ts)`` raises it to ``ts`` (one script); ``value`` reads it (one round
-    trip). Making one turns on the store's
-    ``reads_wait_for_leases`` (see the module doc).
+    trip). Making one makes the store's reads wait out other clients' row leases
+    (``order_reads_after_row_writes``, see the module doc).
     """
 
     def __init__(self, store):
         self.store = store
         self.key = f"{store.prefix}:{{max_ts}}"
         self.raise_script = store.redis.register_script(_RAISE)
-        store.reads_wait_for_leases = True
+        store.order_reads_after_row_writes()
 
     def update(self, ts: int) -> None:
         """Raise the server's max_ts to ``ts`` (returns once it is there, on N replicas

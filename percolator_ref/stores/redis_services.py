@@ -139,8 +139,15 @@ class RedisTimestampOracle:
         self.calls = 0
         self.range_writes = 0
         self._next = store.redis.register_script(_ORACLE_NEXT)
-        init = store.redis.register_script(_ORACLE_INIT)
-        store.call(init, keys=[self.key], args=[str(first_timestamp - 1)])
+        self._init = store.redis.register_script(_ORACLE_INIT)
+        self.first_timestamp, self.started = first_timestamp, False
+
+    def start(self) -> None:
+        """Raise the counter to ``first_timestamp - 1`` (never back), once, at the first
+        use: a ``Cluster()`` refused after its oracle was made has written nothing."""
+        if not self.started:
+            self.store.call(self._init, keys=[self.key], args=[str(self.first_timestamp - 1)])
+            self.started = True
 
     def get_timestamp(self) -> int:
         """The next timestamp, larger than every one handed out before (any process)."""
@@ -153,6 +160,7 @@ class RedisTimestampOracle:
         if n > MAX_TIMESTAMP:         # more than exist: exhausted, as the in-memory oracle says
             raise OracleExhausted(f"the timestamp oracle at {self.store.url} cannot hand out {n} "
                                   f"timestamps: MAX_TIMESTAMP is {MAX_TIMESTAMP}")
+        self.start()
         args = [str(n), str(MAX_TIMESTAMP - n)]
         last = self.store.call_durably(self.key, lambda client: self._next(
             keys=[self.key], args=args, client=client))     # with wait=N: replicated first
@@ -171,6 +179,7 @@ class RedisTimestampOracle:
 
     def peek(self) -> int:
         """The timestamp the next call would return (if no other process asks first)."""
+        self.start()
         return int(self.store.call(self.store.redis.get, self.key) or 0) + 1
 
     def __repr__(self):
@@ -206,6 +215,14 @@ class RedisLockService(LockService):
 
     def _call(self, script, keys, args):
         return self.store.call(script, keys=keys, args=args)
+
+    def now(self) -> float:
+        """The time liveness is judged on: the server's clock (``TIME``) with the wall clock,
+        shared by every client of the store; else the cluster clock's value."""
+        if not self._wall:
+            return self.clock.now()
+        seconds, micros = self.store.call(self.store.redis.time)
+        return seconds + micros / 1_000_000
 
     # -- liveness tokens -------------------------------------------------------
     def register(self, client: str) -> None:

@@ -36,7 +36,8 @@ optimistic check. The store therefore uses a **short per-row lease** for
 read-modify-write row transactions, and no lease where none is needed:
 
 1. ``fetch_row``: the row is fetched lazily, at the first read, by one
-   script. For the read-only steps (:data:`~percolator_ref.step.READ_ONLY_STEPS`)
+   script. For the read-only steps (:func:`~percolator_ref.stores.steps.is_read_only`: the
+   paper's reads and the read-only steps a variant declares)
    it is a plain atomic snapshot of the row (no lease; on a store that keeps
    TiKV's ``max_ts`` for async commit, it waits until no other client holds the
    row lease: :mod:`~percolator_ref.stores.redis_max_ts`). For every other step
@@ -97,9 +98,11 @@ Reads too: a master serves what it holds, including a write it has not yet
 replicated (the writer still waiting in ``WAIT``, or a paused master that
 wakes up after its replica took over and answers queued requests before it
 learns it was demoted). With ``wait=N`` the row fetch of a step whose reads
-are passed on (:data:`DURABLE_READ_STEPS`: ``get``, ``scan``, a raw read, and
-the cleanup's decision at a primary, which lazy cleanup rolls forward on and
-``Transaction.outcome()`` reports) is therefore followed by a barrier
+are passed on (:func:`~percolator_ref.stores.steps.decides`: ``get``, ``scan``, a raw
+read, the cleanup's decision at a primary, which lazy cleanup rolls forward on
+and ``Transaction.outcome()`` reports, and every step a variant declares with
+``decides=True``, such as ``check-txn-status`` or async commit's checks of the
+primary and the secondaries) is therefore followed by a barrier
 (:meth:`RedisBigtable.make_durable`: one write on the row's node, then
 ``WAIT N``; the replication stream is ordered, so a replica past the barrier
 holds everything the read saw), and fails with :class:`StoreUnavailable`
@@ -122,7 +125,8 @@ from ..bigtable import NOTIFY_SUFFIX, RowTransaction, report
 from ..errors import StoreUnavailable
 from ..model import check_name
 from .raw import RawCellOperations, check_ts
-from ..step import READ_ONLY_STEPS, Step
+from ..step import Step
+from .steps import decides, is_read_only
 from ..trace import Change, Tracer
 from .redis_codec import decode, encode
 
@@ -233,10 +237,6 @@ return 0
 
 _tokens = itertools.count(1)
 
-DURABLE_READ_STEPS = READ_ONLY_STEPS | {Step.CLEANUP_PRIMARY}
-"""Steps whose reads are passed on (a value returned, a commit decided): with ``wait=N``
-they wait until what they read is on N replicas (see "Durability across a failover")."""
-
 
 def escape(name: str) -> str:
     """``name`` with ``%``, ``/``, ``{`` and ``}`` percent-escaped (reversible, brace-free)."""
@@ -328,7 +328,7 @@ class RedisBigtable(RawCellOperations):
         self.tracer = tracer or Tracer()
         self.interceptors: list = []
         self.round_trips = self.server_calls = 0
-        self.reads_wait_for_leases = False     # set by make_max_ts(): see redis_max_ts
+        self.reads_wait_for_leases = False     # order_reads_after_row_writes() sets it
         self._counter_lock = threading.Lock()
         options = self._parse_options(url)
         self.redis = self._connect(urlparse(url), options)
@@ -484,11 +484,12 @@ class RedisBigtable(RawCellOperations):
     def fetch_row(self, rt: RedisRowTransaction) -> dict:
         """One script: the row's versions (and the lease, unless the step is read-only).
 
-        With ``wait=N`` a step of :data:`DURABLE_READ_STEPS` then waits until what
+        With ``wait=N`` a step whose reads are passed on (:func:`~percolator_ref.stores.steps.decides`)
+        then waits until what
         it read is on N replicas (:meth:`make_durable`): what it passes on is never
         a write that a failover can lose (see "Durability across a failover")."""
-        row = parse_row(self._fetch(rt, self.cluster_mode or rt.step not in READ_ONLY_STEPS))
-        if rt.step in DURABLE_READ_STEPS:
+        row = parse_row(self._fetch(rt, self.cluster_mode or not is_read_only(rt.step)))
+        if decides(rt.step):
             self.make_durable(rt.table, rt.row)
         return row
 
@@ -651,6 +652,12 @@ class RedisBigtable(RawCellOperations):
         if self.call(self.redis.get, self.row_keys(rt.table, rt.row)[2]) != rt.token:
             self.call(self.redis.zadd, notify, {m: 0 for m in members})
 
+    def order_reads_after_row_writes(self) -> None:
+        """From now on a read-only step's fetch waits until no other client holds the row
+        lease (async commit's max_ts and one-phase commit's commit_ts, each taken while a
+        row is held, need it: :mod:`~percolator_ref.stores.redis_max_ts`)."""
+        self.reads_wait_for_leases = True
+
     def make_durable(self, table: str, row: str) -> None:
         """With ``wait=N``: one write on the row's node, then ``WAIT N``. The replication
         stream is ordered, so a replica that acknowledged it holds every earlier write of
@@ -731,6 +738,12 @@ class RedisBigtable(RawCellOperations):
         store's reads wait out other clients' row leases."""
         from .redis_max_ts import RedisMaxTs
         return RedisMaxTs(self)
+
+    def make_wait_for_graph(self, now, expire: float):
+        """The pessimistic-locks variant's wait-for graph, on this server and prefix
+        (:class:`~percolator_ref.stores.redis_wait_for.RedisWaitForGraph`)."""
+        from .redis_wait_for import RedisWaitForGraph
+        return RedisWaitForGraph(self, now, expire)
 
     def make_lockservice(self, clock, ttl: float = 10.0):
         """A :class:`RedisLockService` on this server and prefix."""

@@ -38,9 +38,13 @@ because at that point we know that commit will not fail"
   there (so that prewrite, if it is late, is refused) and the transaction is
   rolled back.
 
-Here: each store has one ``max_ts`` (:func:`max_ts_of`): beside the
-in-memory Bigtable in the process, on the server for Redis, where the clients
-are separate processes (:mod:`percolator_ref.stores.redis_max_ts`). A reader
+Here: each store has one ``max_ts`` (:func:`max_ts_of`), the variant's state
+for the cluster (:meth:`AsyncCommit.attach`): beside the in-memory Bigtable,
+which only its one cluster reaches, and on the server for Redis, where the
+clients are separate processes (:mod:`percolator_ref.stores.redis_max_ts`).
+A transaction raises it before each read at its current ``start_ts`` (a
+pessimistic ``get_for_update`` moves ``start_ts`` forward: the next read
+raises it again). A reader
 raises it before it fetches the row it reads, a scan before it lists its rows;
 a prewrite reads it while it holds the row, which it reads first (on Redis, a
 row transaction holds the row, its lease, only from its first read, and reads
@@ -60,6 +64,19 @@ two transactions don't meet"), and so does the snapshot-isolation checker for
 writers of disjoint cells (writers of one cell meet at its lock).
 A transaction that sets notifications (observed columns, ``notify``) runs the
 paper's two-phase commit. Rollbacks write rollback records.
+
+Where the decision lies (the commit point). The transaction is committed as
+soon as its last lock is written, so the *last prewrite* is its commit point:
+once that prewrite is sent, every lock may be there, and a store failure then
+(the reply lost, or the request never arriving: the client cannot tell) ends
+in :class:`~percolator_ref.errors.CommitOutcomeUnknown`, decided by
+``outcome()``, which resolves it as a reader would; the client rolls nothing
+back (its rollback could race a reader that already committed the primary).
+A prewrite that is *refused* applied nothing, and the client rolls back with
+a rollback record on the refused cell too, so that request, if a duplicate of
+it arrives late, is refused and cannot complete the set of locks. A
+resolution that finds the primary neither locked nor committed writes a
+rollback record there for the same reason.
 """
 from __future__ import annotations
 
@@ -69,13 +86,16 @@ from typing import Optional
 from .. import rows
 from ..model import (DEFAULT_TABLE, Cell, CommitPhase, Lock, Write, WriteKind, lock_col,
                      write_col)
+from ..step import Step
+from ..stores.steps import declare_step
 from ..transaction import SnapshotRead, committed_read
-from . import PerStore, Variant
+from . import Variant, state_of
 from .locks import extend_lock
+from .rollback_records import mark_rolled_back, protect_rollback
 
-CHECK_PRIMARY = "check-primary"
-CHECK_SECONDARY = "check-secondary-locks"
-RESOLVE_PRIMARY = "resolve-primary"
+CHECK_PRIMARY = declare_step("check-primary", read_only=True, decides=True)
+CHECK_SECONDARY = declare_step("check-secondary-locks", decides=True)
+RESOLVE_PRIMARY = declare_step("resolve-primary", decides=True)
 
 
 class MaxTs:
@@ -111,8 +131,10 @@ def new_max_ts(store):
     return MaxTs() if make is None else make()
 
 
-max_ts_of = PerStore(new_max_ts, takes_store=True)
-"""``max_ts_of(store)``: the ``max_ts`` of ``store`` (created at 0): ``update(ts)``, ``value``."""
+def max_ts_of(cluster):
+    """The ``max_ts`` of ``cluster``'s store (created at 0 with the cluster): ``update(ts)``,
+    ``value``. ValueError if the cluster runs no async commit."""
+    return state_of(cluster, AsyncCommit.name)
 
 
 def is_async(lock) -> bool:
@@ -124,14 +146,15 @@ class AsyncTransaction:
     """Transaction mixin: async-commit prewrites; committed when all prewrites succeed."""
 
     async_mode = False
-    raised_max_ts = False
+    raised_max_ts: Optional[int] = None     # the start_ts this transaction raised max_ts to
 
     def raise_max_ts(self) -> None:
         """Before a read: raise the store's max_ts to start_ts, so that a prewrite that comes
-        after the read gets a min_commit_ts above start_ts (once: max_ts never goes down)."""
-        if not self.raised_max_ts:
-            max_ts_of(self.session.bigtable).update(self.start_ts)
-            self.raised_max_ts = True
+        after the read gets a min_commit_ts above start_ts (once per start_ts: max_ts never
+        goes down, but a variant may move start_ts forward, as get_for_update does)."""
+        if self.raised_max_ts != self.start_ts:
+            max_ts_of(self.cluster).update(self.start_ts)
+            self.raised_max_ts = self.start_ts
 
     def snapshot_read(self, rt, cell: Cell) -> SnapshotRead:
         """Raise the store's max_ts to start_ts, then read; skip a lock that must commit later."""
@@ -151,7 +174,12 @@ class AsyncTransaction:
         return super().scan(table, start_row, end_row)
 
     def two_phase_commit(self) -> bool:
-        """Prewrite all (async locks); then the transaction is committed: commit every cell."""
+        """Prewrite all (async locks); then the transaction is committed: commit every cell.
+
+        The last prewrite is the commit point (see the module doc): from the moment it is
+        sent, a store failure leaves the outcome unknown. A refused prewrite applied
+        nothing: roll back, the refused cell included (its rollback record refuses a late
+        duplicate of that prewrite)."""
         mutations = list(self.writes.values())
         if not mutations or self.notifies or any(
                 self.session.is_observed(m.cell.table, m.cell.column) for m in mutations):
@@ -160,14 +188,32 @@ class AsyncTransaction:
         self.secondaries = tuple(m.cell for m in mutations[1:])
         self.commit_floor = self.commit_timestamp()     # TiDB's linearizability guarantee
         for i, m in enumerate(mutations):
+            if i == len(mutations) - 1:
+                self.phase = CommitPhase.COMMIT_POINT   # once sent, every lock may be there
             if not self.prewrite(m, mutations[0].cell):
-                self.roll_back_own(mutations[:i])
+                self.phase = CommitPhase.PREWRITE       # refused: nothing of it applied
+                self.roll_back_own(mutations[:i + 1])
                 return False
         self.phase = CommitPhase.SECONDARIES      # decided: the client may answer now
         self.commit_ts = max(self.min_commit_tss)
         for m in mutations:                       # in TiKV, after the answer, in the background
             self.commit_secondary(m)
         return True
+
+    def roll_back_own(self, mutations: list) -> None:
+        """In async mode: erase our lock and data and leave a rollback record on every cell,
+        locked by us or not (a prewrite refused, or never sent, may still arrive late)."""
+        if not self.async_mode:
+            return super().roll_back_own(mutations)
+        for m in mutations:
+            with self.session.row_transaction(m.cell.table, m.cell.row, Step.ABORT_ROLLBACK) as rt:
+                if rows.held_lock(rt, m.cell.column, self.start_ts) is not None:
+                    rows.apply(rt, self.session.cleanup.rollback_writes(m.cell.column,
+                                                                         self.start_ts))
+                else:
+                    mark_rolled_back(rt, m.cell.column, self.start_ts)
+                rt.explain(f"abort: erase own lock and data on {m.cell} @ {self.start_ts}, "
+                           f"leave a rollback record")
 
     def hold_row(self, rt, cell: Cell) -> None:
         """In async mode, read the row before max_ts is read (see the module doc: on Redis
@@ -181,7 +227,7 @@ class AsyncTransaction:
         writes = super().prewrite_writes(m, primary, is_primary)
         if not self.async_mode:
             return writes
-        min_commit_ts = max(max_ts_of(self.session.bigtable).value, self.start_ts,
+        min_commit_ts = max(max_ts_of(self.cluster).value, self.start_ts,
                             self.commit_floor) + 1
         self.min_commit_tss.append(min_commit_ts)
         return extend_lock(writes, min_commit_ts=min_commit_ts,
@@ -202,8 +248,10 @@ class AsyncCleanup:
                 "neither locked nor committed -> rolled back" if lock is None else
                 f"async-commit lock, secondaries {', '.join(map(str, lock.secondaries))} -> "
                 f"check them" if is_async(lock) else "a paper lock -> the paper's cleanup"))
-        if commit_ts is not None or lock is None:
+        if commit_ts is not None:
             return commit_ts
+        if lock is None:
+            return protect_rollback(self, primary, start_ts, holder)
         if not is_async(lock):
             return super().resolve_primary(primary, start_ts, holder)
         return self.decide(primary, lock, self.check_secondaries(lock))
@@ -232,9 +280,7 @@ class AsyncCleanup:
             if commit_ts is not None:
                 rt.explain(f"check secondary {cell}: committed at {commit_ts}")
                 return "committed", commit_ts
-            if rt.read(write_col(cell.column), start_ts, start_ts) is None:
-                rows.apply(rt, [(write_col(cell.column), start_ts,
-                                 Write(start_ts, WriteKind.ROLLBACK))])
+            mark_rolled_back(rt, cell.column, start_ts)
             rt.explain(f"check secondary {cell}: no lock of {start_ts} -> rollback record: "
                        f"the transaction is rolled back")
             return "missing", None
@@ -271,12 +317,11 @@ class AsyncCommit(Variant):
     Transaction = AsyncTransaction
     Cleanup = AsyncCleanup
 
+    def attach(self, cluster):
+        """The store's max_ts (on Redis, on the server: reads wait out leases from now on)."""
+        return new_max_ts(cluster.bigtable)
+
     def timestamps(self, cluster, oracle):
-        max_ts_of(cluster.bigtable)     # made now: on Redis, reads wait out leases from here on
-        if any(v.name == "lock-ttl" for v in cluster.variants):
-            raise ValueError("variants: AsyncCommit does not compose with LockTTL here: its "
-                             "status check would roll back an expired async-commit primary, "
-                             "which only a check of every secondary may decide")
         return EvenTimestamps(oracle)
 
 
@@ -292,3 +337,21 @@ class AsyncCommitWithoutMaxTs(AsyncCommit):
 
     name = "async-commit-without-max-ts"
     Transaction = type("AsyncTransaction", (NoMaxTsTransaction, AsyncTransaction), {})
+
+
+class PrewritePhaseTransaction:
+    """For the anomaly only: every prewrite, the last one too, counts as before the commit
+    point (the code before issue 29's fix)."""
+
+    def prewrite(self, m, primary) -> bool:
+        """Set the phase back to PREWRITE, then prewrite (the bug shown)."""
+        self.phase = CommitPhase.PREWRITE
+        return super().prewrite(m, primary)
+
+
+class AsyncCommitLastPrewriteAsPrewrite(AsyncCommit):
+    """BROKEN on purpose (notebook 09, the tests): async commit that answers "aborted" when
+    the store fails at its last prewrite, though every lock may be there (it is committed)."""
+
+    name = "async-commit-last-prewrite-as-prewrite"
+    Transaction = type("AsyncTransaction", (PrewritePhaseTransaction, AsyncTransaction), {})

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Optional
 
-from ..model import Cell, Lock, WriteKind
+from .. import rows
+from ..model import Cell, Lock, Write, WriteKind, lock_col
+from ..step import Step
 
 EXTRA_FIELDS = ("ttl", "wall", "min_commit_ts", "secondaries", "for_update_ts")
 
@@ -82,3 +84,39 @@ def lock_with_extras(start_ts: int, primary: Cell, is_primary: bool, client, kin
     if "secondaries" in extras:
         extras = {**extras, "secondaries": tuple(Cell(*c) for c in extras["secondaries"])}
     return TiKVLock(start_ts, primary, is_primary, client, kind, **extras)
+
+
+def commit_at_primary(txn, m, own_ts: Optional[int] = None) -> bool:
+    """The commit point over TiKV's locks: ``txn``'s primary ``m`` committed at a
+    ``commit_ts`` no lower than its lock's ``min_commit_ts``; True, or False if a lock of
+    ours is gone (a cleaner rolled the transaction back).
+
+    One row transaction at the primary: our lock at ``start_ts`` (and our earlier lock at
+    ``own_ts``, a pessimistic one) must be there; the write record at ``commit_ts``, both
+    locks erased. A reader's ``CheckTxnStatus`` may have pushed the lock's
+    ``min_commit_ts`` above ``commit_ts`` (it then reads past the transaction's locks):
+    nothing is written, and the commit takes a newer ``commit_ts`` and runs again (TiKV:
+    "A lock with larger min_commit_ts than current commit_ts can't be committed",
+    ``CommitTsExpired`` in ``src/storage/txn/actions/commit.rs``, and the client retries).
+    """
+    column = m.cell.column
+    extra = [] if own_ts in (None, txn.start_ts) else [own_ts]
+    notify = txn.session.is_observed(m.cell.table, column)
+    while True:
+        with txn.session.row_transaction(m.cell.table, m.cell.row, Step.COMMIT_PRIMARY) as rt:
+            floor = getattr(rows.held_lock(rt, column, txn.start_ts), "min_commit_ts", None)
+            if floor is not None and floor > txn.commit_ts:
+                rt.explain(f"commit {m.cell}: min_commit_ts {floor} (pushed by a reader) > "
+                           f"commit ts {txn.commit_ts} -> take a newer commit ts")
+            else:
+                held, _ = rt.check_and_write(
+                    [rows.lock_is_held(column, ts) for ts in [txn.start_ts, *extra]],
+                    rows.commit_writes(column, Write(txn.start_ts, m.kind), txn.commit_ts, notify)
+                    + [(lock_col(column), ts, None) for ts in extra])
+                rt.explain(f"commit {m.cell} (commit point): write record {m.kind.value} @ "
+                           f"{txn.start_ts} at commit ts {txn.commit_ts}, erase our lock"
+                           + (f"s @ {txn.start_ts} and @ {extra[0]}" if extra else "")
+                           if held else f"commit {m.cell}: a lock of ours is gone -> rolled "
+                           f"back by a cleaner, abort")
+                return held
+        txn.commit_ts = txn.commit_timestamp()

@@ -29,8 +29,41 @@ here: the oracle hands each out once).
 """
 from __future__ import annotations
 
-from ..model import Write, WriteKind, write_col
+from typing import Optional
+
+from .. import rows
+from ..model import Cell, Write, WriteKind, write_col
+from ..stores.steps import declare_step
 from . import Variant
+
+PROTECT_ROLLBACK = declare_step("protect-rollback", decides=True)
+
+
+def mark_rolled_back(rt, column: str, start_ts: int) -> None:
+    """In ``rt``: a rollback record at ``start_ts`` unless a write record is there already."""
+    if rt.read(write_col(column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+
+
+def protect_rollback(cleanup, primary: Cell, start_ts: int, holder=None) -> Optional[int]:
+    """After a resolution found ``primary`` rolled back: one row transaction (step
+    ``"protect-rollback"``) leaves a rollback record there, so a late request of that
+    transaction is refused and "rolled back" stays true (TiKV writes a protected rollback
+    when it resolves a transaction it finds no trace of). For variants whose late request
+    could *commit* on its own (a one-cell async commit, a one-phase commit). If the
+    primary got locked or committed meanwhile, ``cleanup`` resolves that instead."""
+    with cleanup.session.row_transaction(primary.table, primary.row, PROTECT_ROLLBACK) as rt:
+        commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+        locked = rows.held_lock(rt, primary.column, start_ts) is not None
+        if commit_ts is None and not locked:
+            mark_rolled_back(rt, primary.column, start_ts)
+        rt.explain(f"resolve {holder} at {primary}: " + (
+            f"committed at {commit_ts}" if commit_ts is not None else
+            "locked meanwhile -> resolve again" if locked else
+            "neither locked nor committed -> rollback record (a late request is refused)"))
+    if locked:
+        return cleanup.resolve_primary(primary, start_ts, holder)
+    return commit_ts
 
 
 class RollbackCleanup:

@@ -18,8 +18,10 @@ such timestamps as good as the oracle's:
 
 - **commit wait**: a commit takes ``latest`` as its timestamp and does not
   let the commit become visible (nor tell the client) until ``TT.after`` it,
-  that is until ``earliest`` has passed it: at most ``2ε`` (seed 004: 14 ms
-  for ``ε`` = 7 ms). Whoever starts after the commit is acknowledged then
+  that is until ``earliest`` has passed it: in the kit, with its fixed ``ε``
+  on a stopped clock, ``2ε`` (14 ms for ``ε`` = 7 ms); Spanner §4.2.1 expects
+  at least ``2·ε̄``, overlapped with Paxos communication (seed 004's "at most
+  ``2ε``" is wrong). Whoever starts after the commit is acknowledged then
   reads on a clock that is past the commit timestamp, so sees the write:
   **external consistency**, real-time order kept;
 - **read at a safe time**: a snapshot at ``t`` is read only once ``t`` has
@@ -40,20 +42,20 @@ from __future__ import annotations
 
 import contextvars
 import threading
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
+from ..errors import OracleExhausted
+from ..model import MAX_TIMESTAMP
 from ..services.clock import ManualClock
 from ..services.truetime import EPSILON_US, TrueTime, true_us
-from . import Variant
+from . import Variant, state_of
 
 __all__ = ["SpannerTimestamps", "TrueTimeTimestamps", "TrueTimeTransaction", "Waits",
            "on_node", "truetime_source"]
 
 CURRENT_NODE: contextvars.ContextVar = contextvars.ContextVar("truetime_node", default=None)
-SOURCES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()     # cluster -> its source
 
 
 @contextmanager
@@ -123,7 +125,9 @@ class TrueTimeTimestamps:
         increasing (and its own residue). No wait."""
         self.truetime.check_node(node)
         with self.lock:
-            ts = self.next_on(node, self.truetime.now(node).latest)
+            ts = self.next_on(node, max(1, self.truetime.now(node).latest))  # 0 is no timestamp
+            if ts > MAX_TIMESTAMP:
+                raise OracleExhausted(f"TrueTime on {node} is past MAX_TIMESTAMP: {ts}")
             self.last[node] = ts
             self.calls += 1
         return ts
@@ -175,11 +179,12 @@ class TrueTimeTimestamps:
 
 
 def truetime_source(cluster) -> TrueTimeTimestamps:
-    """The TrueTime source of a cluster built with :class:`SpannerTimestamps`."""
-    source = SOURCES.get(cluster)
-    if source is None:
-        raise ValueError(f"cluster has no SpannerTimestamps variant: {cluster!r}")
-    return source
+    """The TrueTime source of a cluster built with :class:`SpannerTimestamps` (the
+    variant's state for that cluster)."""
+    try:
+        return state_of(cluster, SpannerTimestamps.name)
+    except ValueError:
+        raise ValueError(f"cluster has no SpannerTimestamps variant: {cluster!r}") from None
 
 
 class TrueTimeTransaction:
@@ -229,11 +234,13 @@ class SpannerTimestamps(Variant):
         return (f"SpannerTimestamps(epsilon_us={self.epsilon_us}, offsets={self.offsets}, "
                 f"commit_wait={self.commit_wait}, read_at_safe_time={self.read_at_safe_time})")
 
-    def timestamps(self, cluster, oracle) -> TrueTimeTimestamps:
-        """The cluster's timestamp source: TrueTime on the cluster's clock (``oracle`` unused)."""
+    def attach(self, cluster) -> TrueTimeTimestamps:
+        """The cluster's state: its TrueTime source, on the cluster's clock."""
         truetime = TrueTime(cluster.clock, self.epsilon_us, self.nodes, self.offsets)
-        source = TrueTimeTimestamps(truetime, commit_wait=self.commit_wait,
-                                    read_at_safe_time=self.read_at_safe_time,
-                                    placement=self.placement)
-        SOURCES[cluster] = source
-        return source
+        return TrueTimeTimestamps(truetime, commit_wait=self.commit_wait,
+                                  read_at_safe_time=self.read_at_safe_time,
+                                  placement=self.placement)
+
+    def timestamps(self, cluster, oracle) -> TrueTimeTimestamps:
+        """The cluster's timestamp source: its TrueTime source (``oracle`` unused)."""
+        return truetime_source(cluster)

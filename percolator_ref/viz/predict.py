@@ -76,13 +76,9 @@ class Predict:
         self.widget = None
 
     def _widget(self):
-        import ipywidgets as w
         if self.widget is None:
-            if self.choices is None:
-                answer = w.Text(placeholder="your answer", layout=w.Layout(width="20em"))
-            else:
-                answer = w.ToggleButtons(options=self.choices, value=None)
-            self.widget = w.VBox([w.HTML(f"<b>Predict:</b> {html.escape(self.question)}"), answer])
+            from .widget import PredictWidget
+            self.widget = PredictWidget(self.question, self.choices)
         return self.widget
 
     @property

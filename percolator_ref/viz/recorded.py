@@ -58,6 +58,7 @@ class RecordedStepper(FrameCursor):
     """Step through stored frames with the stepper's controls (nothing re-runs)."""
 
     can_crash = False
+    unit, first_number = "step", 1     # frame i is "step i + 1 of M": the widget's slider too
 
     def __init__(self, frames):
         frames = list(frames)

@@ -184,6 +184,7 @@ class Stepper(FrameCursor):
 
     # -- life cycle ----------------------------------------------------------
     def _start(self) -> None:
+        self._thread = _thread_root()            # the scripts' stacks live on this thread
         self.cluster = self._make_cluster()
         if self._setup is not None:
             self._setup(self.cluster)
@@ -215,14 +216,35 @@ class Stepper(FrameCursor):
         self._shutdown()
 
     def _shutdown(self) -> None:
+        same_thread = self._thread is _thread_root()
         for runner in self.runners:
-            if runner.state == "parked":
-                runner.crash_requested = True
+            if runner.state == "parked" and same_thread:   # another thread cannot switch in:
+                runner.crash_requested = True             # its stacks are just dropped
                 self._grant(runner)
         self._recording()
         if self._on_wait in self.cluster.tracer.wait_subscribers:
             self.cluster.tracer.wait_subscribers.remove(self._on_wait)
         self._scheduling.detach()
+
+    def _follow_thread(self) -> None:
+        """Move the run to the calling thread if its stacks live on another one.
+
+        A greenlet can only be switched to from the thread that created it, and
+        JupyterLab's kernel may deliver one widget click on the thread that ran the
+        cell and the next on another ("parent cannot be on a different thread"). The
+        run is rebuilt here: a fresh cluster and the recorded choices replayed, which
+        is deterministic (the frames come out the same), the cursor kept."""
+        if self._thread is _thread_root():
+            return
+        decisions, cursor = list(self.decisions), self.cursor
+        self._restart()
+        self._replay(decisions)
+        self.cursor = cursor
+
+    def _replay(self, decisions) -> None:
+        for kind, index in decisions:
+            self.decisions.append((kind, index))
+            (self._move if kind == "step" else self._crash)(self.runners[index])
 
     def _launch(self, name: str, fn: Callable) -> _Runner:
         runner = _Runner(name, fn, len(self.runners))
@@ -329,6 +351,7 @@ class Stepper(FrameCursor):
         From an earlier frame (after ``back()``), the same choice as before
         just shows the stored next frame; another choice replays and branches.
         """
+        self._follow_thread()
         if self.cursor < len(self.frames) - 1:
             kind, index = self.decisions[self.cursor]
             following = self.frames[self.cursor + 1]
@@ -345,6 +368,7 @@ class Stepper(FrameCursor):
 
     def crash(self, who: Optional[str] = None) -> Frame:
         """Crash ``who``'s client right after its last row transaction (its next never runs)."""
+        self._follow_thread()
         if self.cursor < len(self.frames) - 1:
             self._check_can_move(who)
             self._branch()
@@ -366,9 +390,7 @@ class Stepper(FrameCursor):
         at, keep = self.cursor, self.decisions[: self.cursor]
         self.abandoned.append((at, tuple(self.frames[at + 1:])))
         self._restart()
-        for kind, index in keep:
-            self.decisions.append((kind, index))
-            (self._move if kind == "step" else self._crash)(self.runners[index])
+        self._replay(keep)
 
     def _move(self, runner: _Runner) -> None:
         actor = self._label(runner)
@@ -401,8 +423,11 @@ class Stepper(FrameCursor):
         self._grant(runner)
         done = (f"right after its {runner.last[3]} of {runner.last[2]}" if runner.last
                 else "before its first row transaction")
-        note = (f"{actor}'s client crashed {done} (its {pending[3]} of {pending[2]} never "
-                f"runs): whatever it wrote stays in Bigtable, and the lock service now "
+        # the same row transaction again: a retry (after backing off on a lock)
+        again = runner.last is not None and runner.last[2:] == pending[2:]
+        never = (f"its retry of that {pending[3]} never runs" if again
+                 else f"its {pending[3]} of {pending[2]} never runs")
+        note = (f"{actor}'s client crashed {done} ({never}): whatever it wrote stays in Bigtable, and the lock service now "
                 f"counts {actor} as dead.")
         if self._cleaner is not None and not any(r.name == "cleaner" for r in self.runners):
             cleaner = self._launch("cleaner", self._cleaner)
@@ -443,6 +468,15 @@ class Stepper(FrameCursor):
     def __repr__(self):
         return (f"<Stepper frame {self.cursor}/{len(self.frames) - 1}: "
                 f"{self.frame.status}>")
+
+
+def _thread_root() -> greenlet.greenlet:
+    """The calling thread's main greenlet: one per thread, never shared by two threads
+    (a thread id can be reused once its thread has ended; this object cannot)."""
+    here = greenlet.getcurrent()
+    while here.parent is not None:
+        here = here.parent
+    return here
 
 
 def _figure4_cluster():

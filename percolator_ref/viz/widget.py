@@ -21,9 +21,39 @@ import ipywidgets as widgets
 
 IN_BROWSER = sys.platform == "emscripten"
 _NOTE_STYLE = "font-family:sans-serif;font-size:13px;margin:2px 0"
+_HINT_STYLE = "font-family:sans-serif;font-size:12px;margin:2px 0;color:#555"
 
 
-class StepperWidget(widgets.VBox):
+class SavedView:
+    """Mixed into a widget: what a notebook saves beside the widget's view.
+
+    Jupyter stores a widget's output as its view plus ``text/plain``. Where the view
+    cannot be drawn (JupyterLab on an untrusted notebook, a fresh clone; the browser
+    site before the cell runs) the front end shows the saved text instead: by default
+    the object's repr (``VBox(children=(HTML(value=...``). A widget with this mixin
+    saves a one-line ``text/plain`` (:meth:`saved_text`) and a static ``text/html``
+    (:meth:`saved_html`: its HTML parts as drawn now, then ``hint``), which Lab draws
+    (sanitised) where it cannot draw the widget.
+    """
+    hint = "A saved view: run this cell to use the widget."
+
+    def saved_text(self) -> str:
+        return self.hint
+
+    def saved_html(self) -> str:
+        parts = [c.value for c in self.children if isinstance(c, widgets.HTML)]
+        return ("<div class='percolator-saved-view'>" + "".join(parts) +
+                f"<p style='{_HINT_STYLE}'><i>{html.escape(self.hint)}</i></p></div>")
+
+    def _repr_mimebundle_(self, **kwargs):
+        data = super()._repr_mimebundle_(**kwargs)
+        if data:
+            data["text/plain"] = self.saved_text()
+            data["text/html"] = self.saved_html()
+        return data
+
+
+class StepperWidget(SavedView, widgets.VBox):
     """``StepperWidget(stepper)``; ``display`` it (or leave it last in a cell).
 
     ``stepper``: a :class:`~percolator_ref.viz.stepper.Stepper`, or a
@@ -42,7 +72,12 @@ class StepperWidget(widgets.VBox):
         self.reset_button = widgets.Button(description="Reset", tooltip="start over")
         self.crash_button = widgets.Button(description="Crash client", button_style="danger",
                                            tooltip="the chosen transaction's client dies here")
-        self.slider = widgets.IntSlider(value=0, min=0, max=0, description="frame",
+        # The slider counts as the frames' titles do: "frame 0..." for a stepper, "step 1 of
+        # M..." for a recorded run (its ``first_number`` and ``unit``).
+        self.first_number = getattr(stepper, "first_number", 0)
+        self.slider = widgets.IntSlider(value=self.first_number, min=self.first_number,
+                                        max=self.first_number,
+                                        description=getattr(stepper, "unit", "frame"),
                                         continuous_update=False)
         self.choice = widgets.ToggleButtons(options=[], description="moves next")
         self.note = widgets.HTML()
@@ -85,13 +120,13 @@ class StepperWidget(widgets.VBox):
         message = ""
         if len(getattr(self.stepper, "abandoned", ())) > forks:
             at, dropped = self.stepper.abandoned[-1]
-            message = (f"a new branch from frame {at}; the old branch's {len(dropped)} "
-                       f"frame(s) after it are in stepper.abandoned")
+            message = (f"a new branch from frame {at}: the old branch's {len(dropped)} later "
+                       f"frame(s) are no longer shown")
         self.refresh(message=message)
 
     def _on_slider(self, change) -> None:
         if not self._updating:
-            self.stepper.goto(change["new"])
+            self.stepper.goto(change["new"] - self.first_number)
             self.refresh()
 
     def refresh(self, message: str = "") -> None:
@@ -99,8 +134,8 @@ class StepperWidget(widgets.VBox):
         frame = self.stepper.frame
         self._updating = True
         try:
-            self.slider.max = len(self.stepper.frames) - 1
-            self.slider.value = self.stepper.cursor
+            self.slider.max = len(self.stepper.frames) - 1 + self.first_number
+            self.slider.value = self.stepper.cursor + self.first_number
             keep = self.choice.value
             self.choice.options = list(frame.runnable)
             if keep in frame.runnable:
@@ -126,5 +161,35 @@ class StepperWidget(widgets.VBox):
             raise ValueError(f"label must be one of {sorted(buttons)}, got {label!r}")
         buttons[label].click()
 
+    hint = "A saved view of the stepper: run this cell for its buttons (Step, Back, Reset)."
+
+    def saved_text(self) -> str:
+        return (f"Cell-table stepper at {self.stepper.frame.title}: run this cell for its "
+                "buttons (Step, Back, Reset).")
+
     def __repr__(self):
-        return f"StepperWidget(frame {self.stepper.cursor} of {len(self.stepper.frames)})"
+        return self.saved_text()
+
+
+class PredictWidget(SavedView, widgets.VBox):
+    """A :class:`~percolator_ref.viz.predict.Predict`'s question and its answer box."""
+
+    def __init__(self, question: str, choices):
+        self.question, self.choices = question, choices
+        if choices is None:
+            answer = widgets.Text(placeholder="your answer", layout=widgets.Layout(width="20em"))
+        else:
+            answer = widgets.ToggleButtons(options=choices, value=None)
+        super().__init__([widgets.HTML(f"<b>Predict:</b> {html.escape(question)}"), answer])
+
+    @property
+    def hint(self) -> str:
+        if self.choices is None:
+            return "Run this cell to type your answer."
+        return "Choices: " + " / ".join(self.choices) + ". Run this cell to choose."
+
+    def saved_text(self) -> str:
+        return f"Predict: {self.question} ({self.hint})"
+
+    def __repr__(self):
+        return self.saved_text()

@@ -23,11 +23,13 @@ from typing import Callable, Optional
 import pandas as pd
 
 from ..cluster import Cluster
-from ..errors import ClientCrash
+from ..errors import ClientCrash, CommitOutcomeUnknown
+from ..faults import StoreFailsAt
 from ..interceptors import attach
-from ..model import CommitPhase, TxStatus
+from ..model import CommitPhase, TxStatus, lock_col
 from ..services.clock import ManualClock
 from ..session import Session
+from ..step import Step
 from ..variants import Variant
 from ..viz.scenarios import figure4_setup, transfer
 from ..viz.stepper import Stepper
@@ -196,15 +198,25 @@ def late_prewrite(cluster) -> str:
     Prewrites Bob (primary) and Joe; then (paused past its TTL meanwhile) its
     duplicate prewrite of Bob arrives, and it goes on to its commit point and its
     secondary if it still can. Each line is one named step of Figure 6 (one row
-    transaction); a crash (the stepper's) closes it as crashed."""
+    transaction); a crash (the stepper's) closes it as crashed. A refused prewrite
+    aborts it as Figure 6's client aborts: it erases the locks it still holds
+    (``roll_back_own``), so no run ends with its locks left and nobody to clean them (as
+    when the reader crashed and the duplicate met the writer's own lock). Where a
+    cleaner already erased them, nothing is left to erase and no step is added."""
     t = cluster.begin()
     t.set("Bob", "bal", 3)
     t.set("Joe", "bal", 9)
     bob, joe = t.writes.values()
     try:
-        if not (t.prewrite(bob, bob.cell) and t.prewrite(joe, bob.cell)):
+        if not t.prewrite(bob, bob.cell):
+            return finish(t, "aborted")
+        if not t.prewrite(joe, bob.cell):
+            t.roll_back_own([bob])
             return finish(t, "aborted")
         if not t.prewrite(bob, bob.cell):            # the duplicate, delivered late
+            held = [m for m in (bob, joe) if _holds_lock(cluster, t, m)]
+            if held:
+                t.roll_back_own(held)
             return finish(t, "late prewrite refused")
         t.commit_ts = t.commit_timestamp()
         if not t.commit_primary(bob):
@@ -214,6 +226,13 @@ def late_prewrite(cluster) -> str:
         t.close(TxStatus.CRASHED)
         raise
     return finish(t, "committed")
+
+
+def _holds_lock(cluster, t, m) -> bool:
+    """Whether ``t``'s lock on ``m``'s cell is still there (what the refusal of a prewrite
+    tells its client: the lock it met; read here off the table, not a row transaction)."""
+    return any(ts == t.start_ts for ts, _ in
+               cluster.bigtable.versions(m.cell.table, m.cell.row, lock_col(m.cell.column)))
 
 
 def finish(t, outcome: str) -> str:
@@ -393,6 +412,35 @@ def drive_async(s: Stepper) -> Stepper:
     return s
 
 
+def flaky_write_both(cluster) -> str:
+    """A writer of Bob and Joe whose store loses the reply to its last prewrite (Joe's) and
+    then fails its rollback too: its answer, ``"committed"``, ``"aborted"`` or
+    ``"unknown"`` (:class:`~percolator_ref.errors.CommitOutcomeUnknown`)."""
+    t = cluster.begin()
+    t.set("Bob", "bal", 0)
+    t.set("Joe", "bal", 0)
+    with attach(cluster.bigtable, StoreFailsAt(Step.PREWRITE_SECONDARY, applied=True),
+                StoreFailsAt(Step.ABORT_ROLLBACK, times=2)):
+        try:
+            return "committed" if t.commit() else "aborted"
+        except CommitOutcomeUnknown:
+            return "unknown"
+
+
+def lost_reply_stepper(variants: Callable) -> Stepper:
+    """Async commit's lost reply: the flaky writer, then a reader of both cells."""
+    return Stepper({"writer": flaky_write_both, "reader": read_both}, setup=figure4_setup,
+                   cleaner=None, make_cluster=lambda: make(variants, first_timestamp=5))
+
+
+def drive_in_turn(s: Stepper) -> Stepper:
+    """Each script to its end, in order (the writer first, then the reader)."""
+    for runner in s.runners:
+        while runner.runnable:
+            s.step(runner.name)
+    return s
+
+
 # -- pessimistic locks ------------------------------------------------------------------------
 def pessimistic_transfer(cluster, src: str = "Bob", dst: str = "Joe", amount: int = 7,
                          ordered: bool = False):
@@ -431,5 +479,30 @@ def drive_crossing(s: Stepper, max_moves: int = 60) -> Stepper:
         if not movers:
             break
         for runner in movers:
+            s.step(runner.name)
+    return s
+
+
+# -- a reader pushing min_commit_ts (lock TTL, large transactions) ---------------------------
+def pushing_reader_stepper(variants: Callable) -> Stepper:
+    """A transfer Bob -> Joe and a reader of both accounts, a TTL far longer than the scene
+    (10 s): LockTTL's scenario for a reader that meets a live transaction's locks."""
+    return Stepper({"writer": transfer, "reader": read_both}, setup=figure4_setup,
+                   cleaner=None, make_cluster=lambda: make(variants, first_timestamp=5,
+                                                           lock_ttl=10.0))
+
+
+def drive_pushing_reader(s: Stepper, reader_moves: int = 6) -> Stepper:
+    """The writer reads and prewrites both accounts (it has taken its commit_ts and stands
+    before its commit point); the reader moves at most ``reader_moves`` times; then the
+    writer runs to its end, and the reader too."""
+    writer, reader = s.runners
+    for _ in range(4):                              # get Bob, get Joe, prewrite both
+        s.step(writer.name)
+    for _ in range(reader_moves):
+        if reader.runnable:
+            s.step(reader.name)
+    for runner in (writer, reader):
+        while runner.runnable:
             s.step(runner.name)
     return s

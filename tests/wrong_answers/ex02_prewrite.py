@@ -26,8 +26,11 @@ CLEANUP = '''\
 
 
 def _answer(newer="rt.read(write_col(column), min_ts=self.start_ts)",
-            lock="rt.read(lock_col(column))", writes=WRITES, after=CLEANUP) -> str:
-    """A whole answer cell: the usual skeleton, with the student's own checks and writes."""
+            lock="rt.read(lock_col(column))", writes=WRITES, after=CLEANUP, conflict=None) -> str:
+    """A whole answer cell: the usual skeleton, with the student's own checks and writes
+    (``conflict``: the lines that look for a newer write, if not ``if {newer} is not None``)."""
+    conflict = conflict or f"if {newer} is not None:\n    return False\n"
+    conflict = textwrap.indent(textwrap.dedent(conflict), " " * 12)
     writes = textwrap.indent(textwrap.dedent(writes), " " * 16)
     after = textwrap.indent(textwrap.dedent(after), " " * 8)
     return HEADER + f'''
@@ -36,9 +39,7 @@ class PrewriteTransaction(Transaction):
         column, is_primary = m.cell.column, m.cell == primary
         step = Step.PREWRITE_PRIMARY if is_primary else Step.PREWRITE_SECONDARY
         with self.session.row_transaction(m.cell.table, m.cell.row, step) as rt:
-            if {newer} is not None:
-                return False
-            lock = {lock}
+{conflict}            lock = {lock}
             if lock is None:
 {writes}                return True
 {after}'''
@@ -204,3 +205,21 @@ INTERLEAVING = {
     "looks for newer write records only at the primary",
     "erases a dead holder's lock above start_ts on the spot",
 }
+
+
+
+# A delete committed after start_ts: only the conflict check's delete class shows these.
+WRONG.update({
+    "ignores a newer delete (nothing is left to overwrite)": _answer(conflict='''\
+newer = rt.read(write_col(column), min_ts=self.start_ts)
+if newer is not None and newer[1].kind is WriteKind.PUT:    # someone wrote a newer value
+    return False
+'''),
+    "looks for a newer committed value by its data": _answer(conflict='''\
+newer = rt.read(write_col(column), min_ts=self.start_ts)
+if newer is not None:
+    ts, write = newer
+    if rt.read(data_col(column), write.start_ts, write.start_ts) is not None:
+        return False                 # a newer version of the value: write-write conflict
+'''),
+})

@@ -194,7 +194,57 @@ INTERLEAVING = {
     # misconceptions that only an interleaving of clients (or a crash) shows: every
     # single-client check passes them
     "decides at the primary in one row transaction, rolls it back in another",
-    "takes a primary with no lock as committed, at its newest write record",
-    "leaves the secondary to whoever already rolled the primary back",
+    # "takes a primary with no lock as committed, at its newest write record": no longer here: the same single-client class catches it.
+    # "leaves the secondary to whoever already rolled the primary back": no longer here: the secondary-reader check's second primary class (a later writer of the primary) catches it
+    # with one client.
     "rolls back a dead holder's primary lock met earlier without looking again",
 }
+
+
+# A holder still alive after more than ten backoffs: only the live-holder check's third value
+# class (an attempt past ten) shows these.
+WRONG.update({
+    "takes a live holder that outlasts ten backoffs for stuck and cleans it up": _answer(wait='''\
+if session.is_alive(lock.client) and attempt < 10:
+    session.backoff(attempt)       # give a live holder ten chances ...
+    return
+                                   # ... then it must be stuck: clean its lock up
+'''),
+    "gives up with an error after ten backoffs": _answer(wait='''\
+if session.is_alive(lock.client):
+    if attempt > 10:
+        raise TimeoutError(f"{cell} is still locked by {lock.client} after {attempt} tries")
+    session.backoff(attempt)
+    return
+'''),
+})
+
+
+# A primary rolled back by another cleaner and then written by a later transaction: only the
+# secondary-reader check's second value class shows these (one writer touched the primary).
+WRONG.update({
+    "decides from the primary's newest write record": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    newest = rt.read(write_col(primary.column))          # the primary's latest commit
+    commit_ts = newest[0] if newest is not None and newest[0] > lock.start_ts else None
+    if commit_ts is None and rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''),
+    "takes an unlocked primary with a commit after the lock for the transaction's commit": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))   # still locked: abort
+        commit_ts = None
+    else:
+        # the primary lock was replaced by its write record: committed after the lock began
+        later = rt.read(write_col(primary.column), min_ts=lock.start_ts + 1)
+        commit_ts = later[0] if later is not None else None
+if lock.is_primary:
+    return
+'''),
+})

@@ -146,3 +146,29 @@ INTERLEAVING = {
     "materialises the conflict only when the total left would be small",
     "remembers which customers already have a guard cell and writes it only once",
 }
+
+
+# A pair in which only one withdrawal takes more than its own account holds: only the
+# interleaving family's second value class shows these.
+WRONG.update({
+    "writes the guard cell only when its own account goes negative": _answer(conflict='''\
+if mine - amount < 0:          # dipping into the other account: serialise with the others
+    txn.set(customer, "guard", txn.start_ts)
+'''),
+    "needs no conflict when its own account covers the withdrawal": '''
+def withdraw(txn, customer, account, amount):
+    mine = txn.get(customer, account) or 0
+    if mine >= amount:                  # my own money: nothing to coordinate
+        txn.set(customer, account, mine - amount)
+        return True
+    other = "savings" if account == "checking" else "checking"
+    theirs = txn.get(customer, other) or 0
+    if mine + theirs < amount:
+        return False
+    txn.set(customer, account, mine - amount)
+    txn.set(customer, "overdraft", txn.start_ts)      # overdrafts of one customer conflict
+    return True
+''',
+})
+INTERLEAVING |= {"writes the guard cell only when its own account goes negative",
+                 "needs no conflict when its own account covers the withdrawal"}

@@ -127,8 +127,68 @@ return None
 }
 
 INTERLEAVING = {
-    "a primary that is neither locked nor committed was rolled back: nothing to write",
+    # "a primary that is neither locked nor committed was rolled back: nothing to write": no longer here: the secondary-reader check's class 3 (another transaction's lock on the primary) catches it
+    # with one client.
     "decide in one row transaction, roll back in the next",
     "the record for a missing primary written after the check, in its own row transaction",
     "check for a commit first, then lock or record in a second row transaction",
 }
+
+
+# A primary rolled back by another cleaner and then written by a later transaction: only the
+# secondary-reader check's second value class shows these (one writer touched the primary).
+WRONG.update({
+    "a commit after start_ts on the primary (not a rollback) is the transaction's": _answer(
+        resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    newest = rt.read(write_col(primary.column))
+    if newest is not None and newest[0] > start_ts and newest[1].kind is not WriteKind.ROLLBACK:
+        return newest[0]                   # committed after we started: our commit
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "looks for the commit record above start_ts only": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    above = rt.read(write_col(primary.column), min_ts=start_ts + 1)   # commit_ts > start_ts
+    if above is not None:
+        return above[0]
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+})
+
+
+# Another transaction's lock on the primary, whose own prewrite never landed: only the
+# secondary-reader check's third and fourth value classes show these.
+WRONG.update({
+    "rolls back whatever lock the primary holds": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    lock = rt.read(lock_col(primary.column))
+    if lock is not None:                        # the primary is still locked: roll it back
+        rows.apply(rt, self.rollback_writes(primary.column, lock[0]))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "takes the primary's lock at or below start_ts for the transaction's": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    lock = rt.read(lock_col(primary.column), start_ts)      # a lock from before we started
+    if lock is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, lock[0]))
+    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+})
