@@ -28,3 +28,19 @@ def test_process_memory_shared_by_clients_gains_nothing(name, tmp_path):
 def test_a_solution_still_scores_full_marks_with_a_process_per_client(n, tmp_path):
     g = grade(student_notebook(tmp_path / "good.ipynb", n, solution_answer(n)), limits=Limits())
     assert g.problems == [] and g.passed and g.n_passed == g.total, g.summary()
+
+
+@pytest.mark.timeout(900)
+def test_a_client_cannot_read_or_change_another_process(tmp_path):
+    """Exercise 5's solution whose oracle, once built, refuses to work if it finds a
+    channel to another process (a niceness, an affinity, a process group, a file lock,
+    the shared disk's free space): every check still passes, so none was open."""
+    from wrong_answers.shared_memory import SIBLING_PROBE
+    answer = solution_answer(5)
+    trigger = "        self.state_path, self.range_size = state_path, range_size\n"
+    assert trigger in answer
+    probing = SIBLING_PROBE + answer.replace(trigger, trigger + (
+        "        if _sees_another_process():\n"
+        "            raise RuntimeError(f'found {_sees_another_process()}')\n"))
+    g = grade(student_notebook(tmp_path / "probe.ipynb", 5, probing), limits=Limits())
+    assert g.problems == [] and g.n_passed == g.total, g.summary()

@@ -168,7 +168,7 @@ class InteractiveChild:
             os.close(fd)
             self.fds.remove(fd)
         writer = PipeWriter(down_w, deadline=True)
-        self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r).receive,
+        self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r, routed=True).receive,
                        student_write=lambda data, deadline: _write_quietly(writer, data, deadline))
         self.watchdog = threading.Timer(self.seconds + GRACE_SECONDS, self.expire)
         self.watchdog.daemon = True

@@ -15,7 +15,9 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`, and
    compiles the answer cells: this state is the template of every client;
 5. forks one process per client incarnation (:mod:`.processes`): each closes
-   every descriptor but its own pipes, moves into its own work subfolder,
+   every descriptor but its own pipes, installs a seccomp filter (no reading or
+   changing another process's state, no signals, no file locks), moves into
+   its own work subfolder,
    installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
    removed): no file written outside that subfolder, no reading of the
    repository (solutions, tests, exercises, .git), the grader's modules, the
@@ -47,9 +49,8 @@ import sys
 import types
 import weakref
 
-from .channel import PipeWriter
 from .framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
-from .processes import Router, Template, probe
+from .processes import Router, Template, probe, sibling_filter, to_world
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox import child_main; child_main()")
@@ -404,7 +405,7 @@ def _run(job: dict, report: dict) -> None:
     def guard(folder: str):
         return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
     codes, error = _compile_answer(job)
-    template = Template(spec, namespace, codes, guard, job["workdir"])
+    template = Template(spec, namespace, codes, guard, job["workdir"], sibling_filter())
     report["guarded"] = True          # every client installs the guard before the answer runs
     serve_channel(job["channel"], template, error, report)
 
@@ -426,16 +427,21 @@ def serve_channel(fds, template: Template, error: str, report) -> None:
     client the world spawns (:class:`.processes.Router`) until the grader closes
     the channel.
     """
-    out = PipeWriter(fds[1])
     error = error or probe(template)
     if error:
         report["answer_error"] = error
-        out.send({"op": "answer_error", "text": error})
+        to_world(fds[1], {"op": "answer_error", "text": error})
         return
     layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
-    out.send({"op": "ready", "landlock": layers})
-    del out
-    Router(template, fds).run()
+    to_world(fds[1], {"op": "ready", "landlock": layers})
+    router = Router(template, fds)
+    try:
+        router.run()
+    finally:                          # what the clients cost (tools/grade_cpu.py prints it)
+        own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        report["clients"] = {"processes": router.forked,
+                             "cpu": round(kids.ru_utime + kids.ru_stime, 3),
+                             "template_cpu": round(own.ru_utime + own.ru_stime, 3)}
 
 
 def child_main() -> None:

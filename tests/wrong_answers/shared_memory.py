@@ -73,3 +73,28 @@ ATTACKS = {    # name: (exercise, plain answer, the answer with the trick)
     "a crashed oracle's marks kept in a module global": (5, EX05[IN_PLACE], REMEMBERS_MARKS),
     "two withdrawals that see each other in process memory": (8, EX08[SKEW], SEES_THE_OTHER),
 }
+
+SIBLING_PROBE = '''
+import fcntl, os, shutil
+
+
+def _sees_another_process():
+    """What a client could share with a sibling without the world: which of these works?"""
+    found, other = [], os.getppid()
+    for name, call in [
+            ("its niceness", lambda: os.getpriority(os.PRIO_PROCESS, other)),
+            ("its process group's niceness", lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
+            ("its affinity", lambda: os.sched_getaffinity(other)),
+            ("its process group", lambda: os.getpgid(other)),
+            ("a lock on a file both read", lambda: fcntl.flock(open(os.__file__), fcntl.LOCK_SH)),
+            ("the shared disk's free space", lambda: shutil.disk_usage(".")),
+            ("a pidfd", lambda: os.pidfd_open(other))]:
+        try:
+            call()
+            found.append(name)
+        except OSError:
+            pass
+    return found
+'''
+"""Run by a client: the channels to another process of the sandbox it finds open. Any one
+of them lets two clients (or two incarnations of one) pass state the world never sees."""
