@@ -49,7 +49,7 @@ MAX_MESSAGE = 1 << 20          # bytes
 MAX_DEPTH = 12
 MAX_TEXT = 10_000
 _HEADER = struct.Struct(">I")                # a frame: its body's length
-_ROUTED = struct.Struct(">II")               # a routed frame: its body's length, a client id
+ROUTED = struct.Struct(">II")                # a routed frame: its body's length, a client id
 
 
 class ProtocolError(Exception):
@@ -303,7 +303,7 @@ def routed(cid: int, data: bytes) -> bytes:
     router adds it, so a client speaks only for itself."""
     if len(data) > MAX_MESSAGE:
         raise ProtocolError("message too large")
-    return _ROUTED.pack(len(data), cid) + data
+    return ROUTED.pack(len(data), cid) + data
 
 
 def addressed(msg: dict, cid: int) -> tuple:
@@ -360,7 +360,7 @@ class FrameReader:
 
     def __init__(self, fd: int, routed: bool = False):
         self.fd, self.buffer = fd, bytearray()
-        self.header = _ROUTED if routed else _HEADER
+        self.header = ROUTED if routed else _HEADER
         self.poll = select.poll()
         self.poll.register(fd, select.POLLIN)
 

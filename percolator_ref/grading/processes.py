@@ -3,15 +3,19 @@
 The sandbox child (:mod:`.sandbox`) becomes a *template* once the context cells
 have run and the reference is hidden: it compiles the answer cells but runs no
 student code itself, and it is not guarded (the guard refuses ``os.fork``).
-It then routes (:class:`Router`): for each ``spawn`` of the trusted world it forks
-a client process that closes every descriptor but its own pair of pipes, moves
-into its own work subfolder, installs the guard (writes only in that
-subfolder, no reading of its siblings), runs the answer cells and serves that
-one client (:class:`~.clients.ClientHost`). The router stamps each frame
-from a client's pipe with that client's id (:func:`~.channel.routed`), so a
-client speaks only for itself, and it parses no message; a crash (``gone``) or the end of a family (``bye``) kills the process,
-and a restart is a fresh fork. Clients share no memory and no files: they
-reach each other only through the world.
+Its :class:`Router` then forks, for each ``spawn`` of the trusted world, a
+client process that closes every descriptor but its own pair of pipes,
+installs a seccomp filter (:func:`sibling_filter`), moves into its own work
+subfolder, installs the guard (writes only in that subfolder, no reading of its
+siblings), runs the answer cells and serves that one client
+(:class:`~.clients.ClientHost`). The router hands the client's pipes to the
+grader, which talks to it directly and knows who speaks by the pipe it reads
+(:class:`~.launcher.ClientPipes`), so a client speaks only for itself; a crash
+(``gone``) or the end of a family (``bye``) kills the process, and a restart is
+a fresh fork. Clients share no memory and no files, and the filter keeps each
+from reading or changing another process's state (its niceness, affinity,
+process group; signals, file locks, the shared disk's free space): they reach
+each other only through the world.
 """
 from __future__ import annotations
 
@@ -20,13 +24,13 @@ import gc
 import itertools
 import json
 import os
-import select
 import signal
+import socket
 import struct
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from .channel import FrameReader, PipeWriter, ProtocolError, framed, routed
 from .clients import ClientHost
@@ -87,16 +91,23 @@ def sibling_filter() -> bytes:
                     for pc, (code, jt, jf, k) in enumerate(prog))
 
 
-def seal(program: bytes) -> None:
-    """Install ``program`` (:func:`sibling_filter`) in this process and every process it
-    starts; it cannot be removed. OSError if the kernel refuses it."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    filters = ctypes.create_string_buffer(program, len(program))
-    fprog = struct.pack("HxxxxxxQ", len(program) // 8, ctypes.addressof(filters))
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+class Seal:
+    """A seccomp program (:func:`sibling_filter`) made ready in the template, so that a
+    client only makes the two calls that install it (:meth:`install`)."""
+
+    def __init__(self, program: bytes):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.filters = ctypes.create_string_buffer(program, len(program))
+        self.fprog = ctypes.create_string_buffer(struct.pack(
+            "HxxxxxxQ", len(program) // 8, ctypes.addressof(self.filters)))
+
+    def install(self) -> None:
+        """In this process and every process it starts; it cannot be removed. OSError if
+        the kernel refuses it."""
+        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
 @dataclass
@@ -105,14 +116,14 @@ class Template:
 
     ``codes``: the compiled answer cells; ``guard(folder)``: the audit hook for a
     client whose work folder is ``folder``; ``workdir``: the sandbox's folder;
-    ``program``: the seccomp filter of every client (empty: none).
+    ``seal``: the seccomp filter of every client (None: none).
     """
     spec: object
     namespace: dict
     codes: list
     guard: Callable
     workdir: str
-    program: bytes = b""        # the seccomp program each client installs (:func:`sibling_filter`)
+    seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
 
 
 @dataclass
@@ -144,12 +155,12 @@ def _keep_only(fds) -> None:
 
 
 def _enter(template: Template, cid: int, down: int, up: int) -> str:
-    """In a fresh fork: keep only its pipes, install the seccomp filter (:func:`seal`),
+    """In a fresh fork: keep only its pipes, install the seccomp filter (:class:`Seal`),
     move into its folder, install the guard; then run the answer cells (returns their
     error, or ""; OSError if the filter could not be installed)."""
     _keep_only((down, up))
-    if template.program:
-        seal(template.program)            # OSError: the client does not run
+    if template.seal is not None:
+        template.seal.install()           # OSError: the client does not run
     folder = os.path.join(template.workdir, f"client-{cid}")
     os.chdir(folder)
     os.environ.update(HOME=folder, TMPDIR=folder)
@@ -224,12 +235,9 @@ def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
 
 
 def end_client(c: Client) -> int:
-    """Kill client ``c``'s process (a crash, or the end of its family); its pid, to reap
+    """Kill client ``c``'s process (the probe, a spare never used); its pid, to reap
     (:func:`reap`: its CPU is then counted in the child's, and its pid freed)."""
-    try:
-        os.kill(c.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    kill(c.pid)
     for fd in (c.down, c.up):
         try:
             os.close(fd)
@@ -269,26 +277,27 @@ compact JSON, ``op`` first): a spawn starts a client process, ``gone`` (a crash)
 
 
 class Router:
-    """The template's loop: the world's frames to their client's process, and back.
+    """The template's loop: it starts and ends the world's clients; it never carries their
+    messages.
 
-    The router never parses a message: it takes the client id from a routed frame's
-    header (:func:`~.channel.routed`) and forwards the body as a plain frame; it
-    frames each body a client writes with that client's id. A spare client process
-    is forked ahead, at the top of the loop, where the router holds no message (the
-    fork forgets the router's buffers), so a spawn finds one whose answer cells have
-    run already; a second spawn in the same read waits for the next spare.
+    For each ``spawn`` of the world (a :func:`~.channel.routed` frame on the channel),
+    the router hands the spawn to a spare client process, then passes that client's two
+    pipe ends to the grader over the fd socket (``SCM_RIGHTS``, with the client's id) and
+    closes its own copies: the grader and the client then talk directly, the grader
+    knowing who speaks by the pipe it reads. ``gone`` and ``bye`` kill the client. A
+    spare is forked ahead, at the top of the loop, where the router holds no message
+    (the fork forgets the router's buffers), so a spawn finds one whose answer cells
+    have run already; a second spawn in the same read waits for the next spare.
     """
 
-    def __init__(self, template: Template, fds):
-        self.template, self.down, self.up = template, fds[0], fds[1]
+    def __init__(self, template: Template, fds, fd_socket: int):
+        self.template, self.down = template, fds[0]
         self.world = FrameReader(fds[0], routed=True)
-        self.clients: dict = {}                  # the world's client id -> Client
-        self.by_fd: dict = {}                    # a client's pipe -> the world's id for it
+        self.socket = socket.socket(fileno=fd_socket)
+        self.pids: dict = {}                     # the world's client id -> its process
         self.spare, self.serial = None, itertools.count(PROBE + 1)
         self.forked = 0                          # client processes started (a spare each)
         self.dying: list = []                    # killed clients not reaped yet
-        self.poll = select.poll()
-        self.poll.register(self.down, select.POLLIN)
 
     def run(self) -> None:
         gc.freeze()                     # the forks share the template's pages untouched
@@ -299,30 +308,26 @@ class Router:
                     self.spare = fork_client(self.template, next(self.serial), self.scrub)
                     self.forked += 1
                 left = self.from_world(read=False)       # frames left by a spawn
-                if left is False:
+                if left is False or left is None and self.from_world(read=True) is False:
                     return
-                if left is None:
-                    for fd, _ in self.poll.poll():
-                        if fd == self.down and self.from_world(read=True) is False:
-                            return
-                        if fd != self.down:
-                            self.from_client(fd)
         finally:
-            for c in list(self.clients.values()) + [self.spare] * (self.spare is not None):
-                self.dying.append(end_client(c))
+            for pid in list(self.pids.values()):
+                self.dying.append(kill(pid))
+            if self.spare is not None:
+                self.dying.append(end_client(self.spare))
             reap(self.dying, wait=True)
 
     def scrub(self) -> None:
-        """In a fresh fork: drop the router's buffers (other clients' bytes) and clients."""
+        """In a fresh fork: drop the router's buffer (other clients' bytes) and socket."""
         self.world.buffer = bytearray()
-        for c in self.clients.values():
-            c.reader.buffer = bytearray()
-        self.clients, self.by_fd, self.world, self.dying = {}, {}, None, []
+        self.socket.detach()
+        self.world = self.socket = None
+        self.pids, self.dying = {}, []
 
     def from_world(self, read: bool):
-        """Forward the world's whole frames (``read``: read once first); False once the
-        world closed the channel (or broke a frame), True if a spawn took the spare and
-        frames may be left, None when none is."""
+        """Act on the world's whole frames (``read``: wait for one read first); False once
+        the world closed the channel (or broke a frame), True if a spawn took the spare
+        and frames may be left, None when none is."""
         try:
             if read and not self.world.read_some():
                 return False
@@ -337,42 +342,31 @@ class Router:
             return False
 
     def to_client(self, cid: int, data: bytes) -> bool:
-        """Forward one message of the world to client ``cid``; True if it spawned it."""
-        if data.startswith(SPAWN) and cid not in self.clients and self.spare is not None:
-            c = self.clients[cid] = self.spare
-            self.spare, self.by_fd[c.up] = None, cid
-            self.poll.register(c.up, select.POLLIN)
-            write_all(c.down, framed(data))
+        """One message of the world for client ``cid``; True if it spawned it."""
+        if data.startswith(SPAWN) and cid not in self.pids and self.spare is not None:
+            c, self.spare = self.spare, None
+            self.pids[cid] = c.pid
+            try:
+                write_all(c.down, framed(data))
+                socket.send_fds(self.socket, [HANDOVER.pack(cid)], [c.down, c.up])
+            except OSError:              # the grader is gone: so is the channel
+                pass
+            os.close(c.down)
+            os.close(c.up)
             return True
-        c = self.clients.get(cid)
-        if c is None:
-            return False
-        if data in ENDS:
-            self.drop(cid)
-            return False
-        try:
-            write_all(c.down, framed(data))
-        except OSError:                  # it exited: its end of the pipe is closed
-            pass
+        if data in ENDS and cid in self.pids:
+            self.dying.append(kill(self.pids.pop(cid)))
         return False
 
-    def from_client(self, fd: int) -> None:
-        cid = self.by_fd.get(fd)
-        if cid is None:
-            self.poll.unregister(fd)
-            return
-        reader, ended = self.clients[cid].reader, not self.clients[cid].reader.read_some()
-        try:
-            while (found := reader.take()) is not None:
-                write_all(self.up, routed(cid, found[1]))
-        except ProtocolError:            # a frame too large: the channel's rules broken
-            ended = True
-        if ended:                        # it exited, or broke its frames
-            self.drop(cid)
-            write_all(self.up, routed(cid, b'{"op":"exited"}'))  # the world: a violation
 
-    def drop(self, cid: int) -> None:
-        c = self.clients.pop(cid)
-        del self.by_fd[c.up]
-        self.poll.unregister(c.up)
-        self.dying.append(end_client(c))
+HANDOVER = struct.Struct(">I")
+"""The fd socket's message with a client's two pipe ends: that client's id."""
+
+
+def kill(pid: int) -> int:
+    """SIGKILL client process ``pid``; its pid, to :func:`reap`."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return pid

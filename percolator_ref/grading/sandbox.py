@@ -26,8 +26,9 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    change, and, while a step is hidden, no import of a variant the exercise
    did not load (:data:`VARIANTS`); then it runs the answer cells and serves
    one client;
-6. routes the trusted world's messages to those processes (stamping each
-   reply's sender), until the grader closes the channel, and writes a short
+6. hands each client's pipes to the grader (which then talks to it directly)
+   and kills it when the world says so, until the grader closes the channel,
+   and writes a short
    JSON report (its layers, the answer cells' error) to its result fd. This
    process never runs student code.
 
@@ -50,7 +51,7 @@ import types
 import weakref
 
 from .framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
-from .processes import Router, Template, probe, sibling_filter, to_world
+from .processes import Router, Seal, Template, probe, sibling_filter, to_world
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox import child_main; child_main()")
@@ -405,9 +406,9 @@ def _run(job: dict, report: dict) -> None:
     def guard(folder: str):
         return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
     codes, error = _compile_answer(job)
-    template = Template(spec, namespace, codes, guard, job["workdir"], sibling_filter())
+    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()))
     report["guarded"] = True          # every client installs the guard before the answer runs
-    serve_channel(job["channel"], template, error, report)
+    serve_channel(job["channel"], template, error, report, job["fd_socket"])
 
 
 def _compile_answer(job) -> tuple:
@@ -419,13 +420,13 @@ def _compile_answer(job) -> tuple:
         return [], describe_exception(exc)
 
 
-def serve_channel(fds, template: Template, error: str, report) -> None:
+def serve_channel(fds, template: Template, error: str, report, fd_socket: int) -> None:
     """Interactive grading: the answer's clients talk to the grader's trusted world.
 
     Runs the answer cells once in a guarded fork (:func:`.processes.probe`), sends
     ``answer_error`` (they failed) or ``ready``, then forks a process for each
-    client the world spawns (:class:`.processes.Router`) until the grader closes
-    the channel.
+    client the world spawns and hands its pipes to the grader
+    (:class:`.processes.Router`) until the grader closes the channel.
     """
     error = error or probe(template)
     if error:
@@ -434,7 +435,7 @@ def serve_channel(fds, template: Template, error: str, report) -> None:
         return
     layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
     to_world(fds[1], {"op": "ready", "landlock": layers})
-    router = Router(template, fds)
+    router = Router(template, fds, fd_socket)
     try:
         router.run()
     finally:                          # what the clients cost (tools/grade_cpu.py prints it)
