@@ -6,7 +6,7 @@ global): the trick must gain nothing, graded through the sandbox.
 """
 import pytest
 
-from percolator_ref.grading.grader import Limits, grade
+from percolator_ref.grading.grade.grader import Limits, grade
 from grading_helpers import solution_answer, student_notebook
 from wrong_answers.shared_memory import ATTACKS
 

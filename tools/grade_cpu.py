@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from percolator_ref import grading                             # noqa: E402
-from percolator_ref.grading import launcher                    # noqa: E402
-from percolator_ref.grading.grader import Limits, grade        # noqa: E402
-from percolator_ref.grading.interactive import self_check      # noqa: E402
+from percolator_ref.grading.sandbox import launcher            # noqa: E402
+from percolator_ref.grading.grade.grader import Limits, grade  # noqa: E402
+from percolator_ref.grading.judge.interactive import self_check  # noqa: E402
 from grading_helpers import solution_answer, student_notebook  # noqa: E402
 
 

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import privileges
-from .channel import ROUTED, FrameReader, PipeWriter, ProtocolError, framed, parse
+from ..channel import ROUTED, FrameReader, PipeWriter, ProtocolError, framed, parse
 from .processes import ENDS, HANDOVER, SPAWN
 from .policy import ROOT
-from .sandbox import BOOT
-from .trusted import Hub
+from .child import BOOT
+from ..judge.trusted import Hub
 
 MB = 1 << 20
 NOT_RUN = "not run: "

@@ -1,6 +1,6 @@
 """One process per client incarnation: the sandbox child forks each client the world spawns.
 
-The sandbox child (:mod:`.sandbox`) becomes a *template* once the context cells
+The sandbox child (:mod:`.child`) becomes a *template* once the context cells
 have run and the reference is hidden: it compiles the answer cells but runs no
 student code itself, and it is not guarded (the guard refuses ``os.fork``).
 Its :class:`Router` then forks, for each ``spawn`` of the trusted world, a
@@ -8,7 +8,7 @@ client process that closes every descriptor but its own pair of pipes,
 installs a seccomp filter (:func:`sibling_filter`), moves into its own work
 subfolder, installs the guard (writes only in that subfolder, no reading of its
 siblings), runs the answer cells and serves that one client
-(:class:`~.clients.ClientHost`). The router hands the client's pipes to the
+(:class:`~..client.host.ClientHost`). The router hands the client's pipes to the
 grader, which talks to it directly and knows who speaks by the pipe it reads
 (:class:`~.launcher.ClientPipes`), so a client speaks only for itself; a crash
 (``gone``) or the end of a family (``bye``) kills the process, and a restart is
@@ -32,9 +32,9 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from .channel import FrameReader, PipeWriter, ProtocolError, framed, routed
-from .clients import ClientHost
-from .framework import describe_exception
+from ..channel import FrameReader, PipeWriter, ProtocolError, framed, routed
+from ..client.host import ClientHost
+from ..framework import describe_exception
 
 PROBE = 0                # the first fork: runs the answer cells once, says whether they fail
 LOCAL = 1                # a client's id in its own process (the world's id is the router's)
