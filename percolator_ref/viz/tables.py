@@ -275,3 +275,49 @@ class Table:
 
     def __len__(self):
         return len(self.rows)
+
+
+def installed_pandas():
+    """The ``pandas`` module, or ``None`` where it is not installed (the browser site)."""
+    try:
+        import pandas
+    except ImportError:
+        return None
+    return pandas
+
+
+def show_whole_text() -> None:
+    """Let pandas show every cell's text whole (``display.max_colwidth`` None).
+
+    Without pandas it does nothing: a plain :class:`Table` never shortens a cell."""
+    pandas = installed_pandas()
+    if pandas is not None:
+        pandas.set_option("display.max_colwidth", None)
+
+
+def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] = None):
+    """Evidence as a table: a pandas DataFrame where pandas is installed (JupyterLab, the
+    venv), the same rows as a plain :class:`Table` where it is not (the browser site).
+
+    ``rows``: dicts (their keys are the columns) or sequences (give ``columns``).
+    ``columns``: the columns to show, in order (default: the first row's keys).
+    ``index``: one of the columns, shown first; the DataFrame is indexed by it.
+    """
+    rows = list(rows)
+    if columns is None:
+        if rows and not isinstance(rows[0], dict):
+            raise ValueError("columns must name the columns of rows that are not dicts")
+        columns = list(rows[0]) if rows else []
+    columns = list(columns)
+    if index is not None and index not in columns:
+        raise ValueError(f"index must be one of the columns {columns}, got {index!r}")
+    shown = columns if index is None else [index] + [c for c in columns if c != index]
+    if any(isinstance(row, dict) and not set(shown) <= row.keys() for row in rows):
+        bad = next(row for row in rows if isinstance(row, dict) and not set(shown) <= row.keys())
+        raise ValueError(f"rows must hold every column {shown}, got {bad!r}")
+    records = [row if isinstance(row, dict) else dict(zip(columns, row)) for row in rows]
+    pandas = installed_pandas()
+    if pandas is None:
+        return Table(shown, records)
+    frame = pandas.DataFrame(records, columns=columns)
+    return frame.set_index(index) if index is not None else frame
