@@ -231,8 +231,7 @@ def test_a_notebook_that_needs_a_local_python_notes_it_and_keeps_its_recorded_ru
 RUN_ALL_S = 240              # one notebook's Run All in Pyodide, generous on a loaded machine
 STILL_NEEDS_PANDAS = "issue 28: still computes with pandas, which the site does not have"
 RUNNABLE_NOTEBOOKS = [
-    pytest.param("01_snapshot_isolation", marks=pytest.mark.xfail(strict=True,
-                                                                  reason=STILL_NEEDS_PANDAS)),
+    "01_snapshot_isolation",
     "02_transfer_example",
     pytest.param("05_observers_and_notifications",
                  marks=pytest.mark.xfail(strict=True, reason=STILL_NEEDS_PANDAS)),

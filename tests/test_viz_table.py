@@ -28,6 +28,9 @@ def test_with_pandas_table_is_a_dataframe_with_the_columns_and_index_asked_for()
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.index) == ["get", "prewrite-primary"] and list(frame.columns) == ["n"]
     assert list(table(ROWS).columns) == ["step", "n", "note"]
+    gaps = table([{"ts": 9, "ok": True}, {"ts": None, "ok": None}])
+    assert str(gaps.ts.dtype) == "Int64" and gaps.ts.isna().tolist() == [False, True]
+    assert gaps.ok.dtype == object        # not whole numbers: left alone
 
 
 def test_without_pandas_table_is_the_same_rows_as_a_plain_table(no_pandas):
@@ -59,3 +62,20 @@ def test_trace_and_stepper_rows_are_the_frames_rows_and_need_no_pandas(monkeypat
 def test_bad_arguments_name_the_argument(args, match):
     with pytest.raises(ValueError, match=match):
         table(*args)
+
+
+def test_history_hermitage_and_schedule_rows_are_the_frames_rows():
+    from percolator_ref import Cluster, ManualClock
+    from percolator_ref.workloads import hermitage
+    cluster = Cluster(first_timestamp=1, clock=ManualClock())
+    t = cluster.begin(); t.set("x", "c", 1); assert t.commit()
+    reader = cluster.begin(); assert reader.get("x", "c") == 1; reader.commit()
+    rows = frames.history_rows(cluster)
+    assert [r["commit_ts"] for r in rows] == [2, None]
+    frame = frames.history_frame(cluster)
+    assert frame.drop(columns="commit_ts").to_dict("records") == \
+        [{k: v for k, v in r.items() if k != "commit_ts"} for r in rows]
+    results = hermitage.run_all()
+    assert frames.hermitage_frame(results).to_dict("records") == frames.hermitage_rows(results)
+    schedule = frames.schedule_frame(results[0])
+    assert schedule.reset_index().to_dict("records") == frames.schedule_rows(results[0])

@@ -14,7 +14,8 @@ a student can filter, group and plot it with pandas:
   what a later reader had to clean up and what it saw.
 
 pandas is imported here only (when a ``*_frame`` function runs): the protocol modules stay
-free of it. :func:`trace_rows` and :func:`stepper_rows` give the same rows as plain dicts,
+free of it. :func:`history_rows`, :func:`trace_rows`, :func:`stepper_rows`,
+:func:`hermitage_rows` and :func:`schedule_rows` give the same rows as plain dicts,
 for code that must also run where pandas is missing (the browser site; show them with
 :func:`percolator_ref.viz.table`).
 """
@@ -90,12 +91,17 @@ def history_frame(history_or_records) -> "pandas.DataFrame":
     not take one; ``status`` is as recorded (``committed``, ``aborted``,
     ``crashed``, ``unknown``, ``open``).
     """
-    rows = [(r.client, r.start_ts, r.commit_ts, r.status,
-             tuple(read_text(*read) for read in r.reads),
-             tuple(write_text(*write) for write in r.writes))
-            for r in history_records(history_or_records)]
-    frame = pandas_module().DataFrame(rows, columns=HISTORY_COLUMNS)
+    frame = pandas_module().DataFrame(history_rows(history_or_records), columns=HISTORY_COLUMNS)
     return frame.astype({"start_ts": "int64", "commit_ts": "Int64"})
+
+
+def history_rows(history_or_records) -> list:
+    """:func:`history_frame`'s rows as dicts keyed by its columns (``commit_ts`` None where
+    the frame shows ``<NA>``; no pandas needed)."""
+    return [dict(zip(HISTORY_COLUMNS, (r.client, r.start_ts, r.commit_ts, r.status,
+                                       tuple(read_text(*read) for read in r.reads),
+                                       tuple(write_text(*write) for write in r.writes))))
+            for r in history_records(history_or_records)]
 
 
 def change_text(change) -> str:
@@ -190,15 +196,20 @@ def hermitage_frame(results) -> "pandas.DataFrame":
     ``checker_ok``: the history passed the snapshot-isolation checker;
     ``reason``: one line, with the run's timestamps.
     """
+    return pandas_module().DataFrame(hermitage_rows(results), columns=HERMITAGE_COLUMNS)
+
+
+def hermitage_rows(results) -> list:
+    """:func:`hermitage_frame`'s rows as dicts keyed by its columns (no pandas needed)."""
     rows = []
     for r in hermitage_results(results):
         commits = r.details.get("commits", {})
         committed = ", ".join(f"{t} {'yes' if commits.get(t) is True else 'no'}"
                               for t in r.transactions)
-        rows.append((r.name, r.anomaly, moves_text(r, "T1"), moves_text(r, "T2"),
-                     moves_text(r, "T3"), committed, r.expected, r.observed, r.history_ok,
-                     r.reason))
-    return pandas_module().DataFrame(rows, columns=HERMITAGE_COLUMNS)
+        rows.append(dict(zip(HERMITAGE_COLUMNS, (
+            r.name, r.anomaly, moves_text(r, "T1"), moves_text(r, "T2"), moves_text(r, "T3"),
+            committed, r.expected, r.observed, r.history_ok, r.reason))))
+    return rows
 
 
 def schedule_frame(result) -> "pandas.DataFrame":
@@ -208,13 +219,20 @@ def schedule_frame(result) -> "pandas.DataFrame":
     the mover's column holds ``"get 1 -> 10"`` / ``"commit -> aborted: ..."``,
     the others are empty. The index (``step``) counts moves from 1.
     """
-    if not hasattr(result, "schedule"):
-        raise TypeError(f"result must be a HermitageResult, got {type(result).__name__}")
-    names = result.transactions
-    rows = [[str(m) if m.txn == name else "" for name in names] for m in result.schedule]
-    frame = pandas_module().DataFrame(rows, columns=names, index=range(1, len(rows) + 1))
+    rows = schedule_rows(result)
+    frame = pandas_module().DataFrame([{n: row[n] for n in result.transactions} for row in rows],
+                                      index=[row["step"] for row in rows])
     frame.index.name = "step"
     return frame
+
+
+def schedule_rows(result) -> list:
+    """:func:`schedule_frame`'s rows as dicts: ``step`` (from 1), then one key per
+    transaction (no pandas needed)."""
+    if not hasattr(result, "schedule"):
+        raise TypeError(f"result must be a HermitageResult, got {type(result).__name__}")
+    return [{"step": i, **{name: str(m) if m.txn == name else "" for name in result.transactions}}
+            for i, m in enumerate(result.schedule, 1)]
 
 
 def crash_points(writes: int) -> list:

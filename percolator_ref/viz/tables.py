@@ -302,6 +302,7 @@ def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] =
     ``rows``: dicts (their keys are the columns) or sequences (give ``columns``).
     ``columns``: the columns to show, in order (default: the first row's keys).
     ``index``: one of the columns, shown first; the DataFrame is indexed by it.
+    A DataFrame column of whole numbers with ``None`` among them is ``Int64`` (``<NA>``).
     """
     rows = list(rows)
     if columns is None:
@@ -320,4 +321,9 @@ def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] =
     if pandas is None:
         return Table(shown, records)
     frame = pandas.DataFrame(records, columns=columns)
+    for column in columns:            # whole numbers with gaps: 9 and <NA>, not 9.0 and NaN
+        values = [row[column] for row in records if row[column] is not None]
+        if len(values) < len(records) and values and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values):
+            frame[column] = frame[column].astype("Int64")
     return frame.set_index(index) if index is not None else frame
