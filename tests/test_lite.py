@@ -237,8 +237,7 @@ RUNNABLE_NOTEBOOKS = [
                  marks=pytest.mark.xfail(strict=True, reason=STILL_NEEDS_PANDAS)),
     pytest.param("08_scale_and_failure", marks=pytest.mark.xfail(strict=True,
                                                                  reason=STILL_NEEDS_PANDAS)),
-    pytest.param("10_percolator_and_spanner", marks=pytest.mark.xfail(strict=True,
-                                                                      reason=STILL_NEEDS_PANDAS)),
+    "10_percolator_and_spanner",
 ]
 # Run All has ended: an error stopped it, or the last code cell ran and the kernel is idle.
 RUN_ALL_ENDED = """() => {

@@ -28,6 +28,8 @@ def test_with_pandas_table_is_a_dataframe_with_the_columns_and_index_asked_for()
     assert isinstance(frame, pd.DataFrame)
     assert list(frame.index) == ["get", "prewrite-primary"] and list(frame.columns) == ["n"]
     assert list(table(ROWS).columns) == ["step", "n", "note"]
+    two = table(ROWS, index=["step", "n"])
+    assert two.index.names == ["step", "n"] and list(two.columns) == ["note"]
     gaps = table([{"ts": 9, "ok": True}, {"ts": None, "ok": None}])
     assert str(gaps.ts.dtype) == "Int64" and gaps.ts.isna().tolist() == [False, True]
     assert gaps.ok.dtype == object        # not whole numbers: left alone

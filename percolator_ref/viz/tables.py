@@ -295,13 +295,14 @@ def show_whole_text() -> None:
         pandas.set_option("display.max_colwidth", None)
 
 
-def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] = None):
+def table(rows: Iterable, columns: Optional[list] = None, index=None):
     """Evidence as a table: a pandas DataFrame where pandas is installed (JupyterLab, the
     venv), the same rows as a plain :class:`Table` where it is not (the browser site).
 
     ``rows``: dicts (their keys are the columns) or sequences (give ``columns``).
     ``columns``: the columns to show, in order (default: the first row's keys).
-    ``index``: one of the columns, shown first; the DataFrame is indexed by it.
+    ``index``: one of the columns (or a list of them), shown first; the DataFrame is
+    indexed by it.
     A DataFrame column of whole numbers with ``None`` among them is ``Int64`` (``<NA>``).
     """
     rows = list(rows)
@@ -310,9 +311,11 @@ def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] =
             raise ValueError("columns must name the columns of rows that are not dicts")
         columns = list(rows[0]) if rows else []
     columns = list(columns)
-    if index is not None and index not in columns:
-        raise ValueError(f"index must be one of the columns {columns}, got {index!r}")
-    shown = columns if index is None else [index] + [c for c in columns if c != index]
+    keys = [] if index is None else [index] if isinstance(index, str) else list(index)
+    if not set(keys) <= set(columns) or (index is not None and not keys):
+        raise ValueError(f"index must be one of the columns {columns} (or a list of them), "
+                         f"got {index!r}")
+    shown = keys + [c for c in columns if c not in keys]
     if any(isinstance(row, dict) and not set(shown) <= row.keys() for row in rows):
         bad = next(row for row in rows if isinstance(row, dict) and not set(shown) <= row.keys())
         raise ValueError(f"rows must hold every column {shown}, got {bad!r}")
@@ -326,4 +329,4 @@ def table(rows: Iterable, columns: Optional[list] = None, index: Optional[str] =
         if len(values) < len(records) and values and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in values):
             frame[column] = frame[column].astype("Int64")
-    return frame.set_index(index) if index is not None else frame
+    return frame.set_index(keys if len(keys) > 1 else keys[0]) if keys else frame
