@@ -14,13 +14,6 @@ jupyterlite-pyodide-kernel, pinned in requirements.txt). What it does:
    (with their sha256). Packages with compiled code (pandas, numpy,
    matplotlib, ...) keep an absolute URL to Pyodide's CDN: a notebook that
    imports them fetches them there at run time, as Pyodide always does.
-   Pyodide's loader puts ``""`` (the working directory) first on ``sys.path``;
-   the kernel then mounts the site's files at ``/drive`` and changes into it
-   before it imports IPython, so every import at start-up asked the page for
-   ``/drive``'s attributes (88 synchronous round trips through the service
-   worker). The loader is built without that insert (:func:`keep_cwd_off_path`):
-   IPython's shell adds ``""`` itself when it starts (after the standard
-   library), so a notebook can still import a module beside it.
 3. ``jupyter lite build`` with the exercises and notebooks as contents and
    the federated extensions of this environment (the ipywidgets manager and
    the pyodide kernel).
@@ -75,19 +68,6 @@ def fetch_pyodide(cache: Path, dest: Path) -> None:
     with tarfile.open(tarball) as tar:
         tar.extractall(cache / "npm", filter="data")
     shutil.copytree(cache / "npm" / "package", dest, dirs_exist_ok=True)
-
-
-CWD_FIRST_ON_PATH = 'n.sys.path.insert(0,""),'
-
-
-def keep_cwd_off_path(pyodide: Path) -> None:
-    """Pyodide's loader without its ``sys.path.insert(0, "")`` (see the module docstring)."""
-    loader = pyodide / "pyodide.mjs"
-    text = loader.read_text()
-    if text.count(CWD_FIRST_ON_PATH) != 1:
-        raise SystemExit(f"{loader}: expected {CWD_FIRST_ON_PATH!r} once (Pyodide {PYODIDE_VERSION}); "
-                         "a new Pyodide needs keep_cwd_off_path checked")
-    loader.write_text(text.replace(CWD_FIRST_ON_PATH, ""))
 
 
 def pip_download(specs: list, dest: Path) -> list:
@@ -190,7 +170,6 @@ def assemble_pyodide(cache: Path, src: Path, source: Path = ROOT) -> None:
     """static/pyodide: npm's Pyodide, local pure-Python wheels, a lock file pointing at them."""
     pyodide = src / "static" / "pyodide"
     fetch_pyodide(cache, pyodide)
-    keep_cwd_off_path(pyodide)
     lock_path = pyodide / "pyodide-lock.json"
     lock = json.loads(lock_path.read_text())
     packages = lock["packages"]

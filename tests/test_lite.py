@@ -64,9 +64,6 @@ def test_the_site_serves_its_own_pyodide_and_every_local_wheel_matches_the_lock(
     assert kernel["disablePyPIFallback"] is True
     pyodide = SITE / "static" / "pyodide"
     assert json.loads((pyodide / "package.json").read_text())["version"] == PYODIDE_VERSION
-    # the loader does not put the working directory (the kernel's /drive) first on sys.path:
-    # at start every import asked the page for /drive's attributes (make bench-lite)
-    assert load("build").CWD_FIRST_ON_PATH not in (pyodide / "pyodide.mjs").read_text()
     lock = json.loads((pyodide / "pyodide-lock.json").read_text())["packages"]
     local = {name: spec for name, spec in lock.items() if "://" not in spec["file_name"]}
     for name, spec in local.items():
