@@ -226,7 +226,8 @@ def test_a_notebook_that_needs_a_local_python_notes_it_and_keeps_its_recorded_ru
 # -- every browser-runnable notebook runs to its end on the site (issue 28, item 5) -----------
 
 RUN_ALL_S = 240              # one notebook's Run All in Pyodide, generous on a loaded machine
-STILL_NEEDS_PANDAS = "issue 28: still computes with pandas, which the site does not have"
+STILL_NEEDS_PANDAS = ("issue 28: still imports pandas and matplotlib (its first cell), which the site "
+                      "does not ship")
 RUNNABLE_NOTEBOOKS = [
     "01_snapshot_isolation",
     "02_transfer_example",
