@@ -30,7 +30,7 @@ import nbformat
 from .. import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from ..battery import Result
-from ..feedback import escape_text, indent_lines, unreadable
+from .feedback import escape_text, indent_lines, unreadable
 from ..framework import spec_of
 from .generate import exercise_number
 from ..judge.interactive import run_trusted

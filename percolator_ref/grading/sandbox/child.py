@@ -370,9 +370,9 @@ def _run_cell(cell: dict, namespace: dict):
 
 
 def _run(job: dict, report: dict) -> None:
-    from .. import exercise as exercise_module
+    from .. import roles
     from ..framework import spec_of
-    spec = spec_of(exercise_module(job["exercise"]), job["answer"])
+    spec = spec_of(roles(job["exercise"]), job["answer"])      # the roles, not the checks
     targets = tuple(job.get("hidden") or spec.hidden)   # and their helpers (:mod:`.reach`)
     for target in targets:               # imported while its source is still readable
         _locate(target)

@@ -26,7 +26,7 @@ from . import privileges
 from ..channel import FrameReader, PipeWriter
 from .policy import ROOT
 from .child import BOOT
-from ..judge.trusted import Hub
+from ..judge.hub import Hub
 
 MB = 1 << 20
 NOT_RUN = "not run: "
