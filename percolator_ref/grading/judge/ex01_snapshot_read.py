@@ -22,9 +22,9 @@ from percolator_ref.model import Cell
 
 from ..client.ex01_snapshot_read import exercise
 from ..framework import require
-from .protocol_world import Once, TABLE, amounts, locks, returned, said, show, timeline, value_at
 from .invariants import history_with, judge_history, protocol_invariants
-from .trusted import Participant
+from .participants import Participant
+from .protocol_world import Once, TABLE, amounts, locks, returned, said, show, timeline, value_at
 
 
 def _p(*stamps, values=("v0", "v1", "v2")):

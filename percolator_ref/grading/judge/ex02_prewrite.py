@@ -21,10 +21,10 @@ from percolator_ref.model import lock_col
 
 from ..client.ex02_prewrite import exercise
 from ..framework import require
+from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
+from .participants import Participant
 from .protocol_world import (Once, TABLE, amounts, is_write, kind_of, locks, returned, said, show,
                              timeline, value_at)
-from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
-from .trusted import Participant
 
 
 PRIMARY = [TABLE, "Bob", "bal"]

@@ -24,10 +24,10 @@ from percolator_ref.step import PREWRITE_STEPS, Step
 
 from ..client.ex03_commit import exercise
 from ..framework import outcome, plain, require
+from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
+from .participants import Participant
 from .protocol_world import (Once, TTL, amounts, is_write, locks, returned, said, show, timeline,
                              value_at, versions_in)
-from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
-from .trusted import Participant
 
 
 BALANCES = ("b0", "j0", "b1", "j1")

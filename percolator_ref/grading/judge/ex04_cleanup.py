@@ -26,10 +26,10 @@ from percolator_ref.step import Step
 
 from ..client.ex04_cleanup import exercise
 from ..framework import outcome, require
+from .invariants import answered_reads, history_with, judge_history, protocol_invariants
+from .participants import Participant
 from .protocol_world import (Once, TABLE, TTL, amounts, is_write, locks, returned, said, show,
                              timeline, value_at, versions_in)
-from .invariants import answered_reads, history_with, judge_history, protocol_invariants
-from .trusted import Participant
 
 
 BALANCES = ("b0", "j0", "b1", "j1", "j2", "b2")

@@ -41,7 +41,7 @@ from percolator_ref.observers import clear_notification
 
 from ..client.ex06_observers import COLUMN, TABLE, exercise
 from ..framework import require, said
-from .trusted import Participant
+from .participants import Participant
 
 
 WORDS = ("apple", "brick", "cloud", "delta", "ember", "fjord", "grain", "haven", "ivory", "joker")

@@ -40,7 +40,7 @@ from percolator_ref.model import WriteKind, split_column
 
 from ..client.ex07_broker_hotspot import exercise
 from ..framework import require, said
-from .trusted import Participant, Scope
+from .participants import Participant, Scope
 
 
 BROKERS, SIDE = "brokers", "broker_updates"

@@ -36,9 +36,9 @@ from percolator_ref import Transaction
 
 from ..client.ex08_write_skew import exercise
 from ..framework import require, said
-from .protocol_world import TABLE
 from .invariants import protocol_invariants
-from .trusted import Participant, Scope
+from .participants import Participant, Scope
+from .protocol_world import TABLE
 
 
 FAMILY_TTL = 0.004        # a waiting withdrawal outlives a silent holder within a few backoffs

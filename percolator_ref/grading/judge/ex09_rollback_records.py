@@ -38,10 +38,11 @@ from percolator_ref.variants.rollback_records import RollbackRecords
 from ..battery import guard
 from ..client.ex09_rollback_records import exercise
 from ..framework import require
+from .invariants import history_with, judge_history, no_dangling_write_records
+from .participants import Participant
 from .protocol_world import (BUDGET, TABLE, amounts, is_write, returned, said, show, timeline,
                              value_at, versions_in)
-from .invariants import history_with, judge_history
-from .trusted import Participant, TrustedWorld, no_dangling_write_records
+from .trusted import TrustedWorld
 
 
 BALANCES = ("b0", "j0", "b1", "j1", "j2", "b2")

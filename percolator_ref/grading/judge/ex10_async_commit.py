@@ -34,9 +34,10 @@ from ..battery import guard
 from ..client.ex10_async_commit import SHARED, exercise
 from ..framework import require
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
-from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
 from .invariants import answered_reads, history_with, judge_history
-from .trusted import Participant, TrustedWorld
+from .participants import Participant
+from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
+from .trusted import TrustedWorld
 
 
 BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1")

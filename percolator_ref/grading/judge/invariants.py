@@ -6,14 +6,18 @@ the store, and the protocol's invariants over the world's cells.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from percolator_ref.checking.checker import TxnRecord, check_history, same_value
-from percolator_ref.model import Cell, Lock, TxStatus, Write, split_column, write_col
+from percolator_ref.model import (Cell, Lock, TxStatus, Write, WriteKind, data_col, split_column,
+                                  write_col)
 
 from ..framework import require
+from .participants import Client
 from .protocol_world import TABLE, kind_of, said
-from .trusted import Client, TrustedWorld, no_dangling_write_records
+
+if TYPE_CHECKING:
+    from .trusted import TrustedWorld
 
 
 def history_with(w: TrustedWorld, readers: dict) -> list:
@@ -106,6 +110,23 @@ def protocol_invariants(w: TrustedWorld, records=()) -> None:
                                     f"reader cleaned up")
     for record in list(w.cluster.history.records) + list(records):
         _all_or_nothing(w, record)
+
+
+def no_dangling_write_records(w: TrustedWorld) -> None:
+    """Every write record of a put points at data that is still there."""
+    for row, columns in w.cluster.bigtable.dump(TABLE).get(TABLE, {}).items():
+        for physical, versions in columns.items():
+            column, kind = split_column(physical)
+            for commit_ts, write in versions if kind == "write" else ():
+                _points_at_data(columns, row, column, commit_ts, write)
+
+
+def _points_at_data(columns, row, column, commit_ts, write) -> None:
+    if not isinstance(write, Write) or write.kind is not WriteKind.PUT:
+        return
+    data = dict(columns.get(data_col(column), []))
+    require(write.start_ts in data, f"the write record of {row}.{column} at {commit_ts} points at "
+                                    f"data at {write.start_ts}, which was erased")
 
 
 def _all_or_nothing(w: TrustedWorld, record) -> None:

@@ -15,18 +15,20 @@ next, or which client crashes there: a crashed client is never answered
 again (its proxies raise :class:`~.channel.ClientGone`) and its liveness
 token is marked crashed. A client that is merely not picked for a while is
 a delayed client: the clock moves on under the others' waits.
+
+The world talks to its clients through a :class:`~.hub.Hub`; its record of each
+client is a :class:`~.participants.Client`; what every schedule must keep is
+judged by :mod:`.invariants`.
 """
 from __future__ import annotations
 
 import queue
 import time
-from dataclasses import dataclass, field
 from typing import Optional
 
-from percolator_ref.checking.checker import TxnRecord, same_value
+from percolator_ref.checking.checker import TxnRecord
 from percolator_ref.errors import StoreUnavailable
-from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
-    lock_col, split_column
+from percolator_ref.model import Cell, Lock, TxStatus, Write, check_name, lock_col, split_column
 from percolator_ref.viz.printable import escape_text
 from percolator_ref.step import Step
 from percolator_ref.stores.steps import is_step
@@ -36,74 +38,14 @@ from ..battery import BudgetExceeded
 from ..channel import SCHEDULED, check_client_message, encode, encode_row
 from ..framework import Fail, require
 from .hub import CheckTimeout, Hub, Violation, digest
+from .invariants import no_dangling_write_records
+from .participants import Client, Participant, Scope
 from .protocol_world import TABLE, World, kind_of, render
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
-
-
-@dataclass(eq=False)
-class Client:
-    """The world's record of one client."""
-    cid: int
-    label: str
-    host: str
-    crashable: bool = False
-    timestamps: list = field(default_factory=list)
-    names: set = field(default_factory=set)
-    seen: list = field(default_factory=list)        # values handed to it in rows
-    answers: list = field(default_factory=list)     # outcomes, in order
-    pending: Optional[dict] = None
-    done: bool = False
-    crashed: bool = False
-    heard: list = field(default_factory=list)       # a digest of every message the world sent it
-    commits: list = field(default_factory=list)     # (table, row, column, Write) it committed
-    locked: list = field(default_factory=list)      # (table, row, column, Lock) it prewrote
-
-    def committed(self) -> bool:
-        """Did this client's transaction commit, by the world's log of its own steps: in one
-        row transaction it replaced a lock at its start_ts, which the row held, by a write
-        record pointing at that start_ts (the commit point). A write record found elsewhere in
-        the store, which any client can write, proves nothing."""
-        return bool(self.timestamps) and any(write.start_ts == self.timestamps[0]
-                                             for _, _, _, write in self.commits)
-
-    @property
-    def answer(self):
-        return self.answers[-1] if self.answers else None
-
-    def saw(self, value) -> bool:
-        """Was ``value`` handed to this client by the store (None: always)?"""
-        return value is None or any(same_value(v, value) for v in self.seen)
-
-
-@dataclass(frozen=True)
-class Participant:
-    """One client of a family: ``role(answer, cluster, *args)`` on ``host``."""
-    label: str
-    role: str
-    args: tuple = ()
-    host: str = "student"
-    crashable: bool = False
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a student client may write: ``tables`` and ``rows`` (None: any), given by the
-    exercise (``w.scope = Scope(...)``); a row transaction writing elsewhere is refused."""
-    tables: Optional[frozenset] = None
-    rows: Optional[frozenset] = None
-
-    def refuses(self, table: str, row: str) -> bool:
-        return (self.tables is not None and table not in self.tables) or \
-            (self.rows is not None and row not in self.rows)
-
-    def describe(self) -> str:
-        tables = "any table" if self.tables is None else "table(s) " + ", ".join(sorted(self.tables))
-        rows = "" if self.rows is None else ", rows " + ", ".join(sorted(self.rows))
-        return tables + rows
 
 
 class TrustedWorld(World):
@@ -544,22 +486,3 @@ def _short(exc: Exception) -> str:
 
 def _row_value(rt) -> dict:
     return {column: list(versions.items())[::-1] for column, versions in rt.loaded_row().items()}
-
-
-# -- what settling a world checks first ------------------------------------------------
-
-def no_dangling_write_records(w: TrustedWorld) -> None:
-    """Every write record of a put points at data that is still there."""
-    for row, columns in w.cluster.bigtable.dump(TABLE).get(TABLE, {}).items():
-        for physical, versions in columns.items():
-            column, kind = split_column(physical)
-            for commit_ts, write in versions if kind == "write" else ():
-                _points_at_data(columns, row, column, commit_ts, write)
-
-
-def _points_at_data(columns, row, column, commit_ts, write) -> None:
-    if not isinstance(write, Write) or write.kind is not WriteKind.PUT:
-        return
-    data = dict(columns.get(data_col(column), []))
-    require(write.start_ts in data, f"the write record of {row}.{column} at {commit_ts} points at "
-                                    f"data at {write.start_ts}, which was erased")
