@@ -230,7 +230,7 @@ def _others(trial, p):
 
 def _committed_trades(w, clients, trades) -> list:
     """The trades whose client's transaction committed, by the world's log of the client's
-    own steps (:meth:`~.trusted.Client.committed`): a write record somewhere proves nothing."""
+    own steps (:meth:`~.participants.Client.committed`): a write record somewhere proves nothing."""
     return [t for label, t in trades.items() if label in clients and clients[label].committed()]
 
 

@@ -91,7 +91,7 @@ def _total(balances) -> int:
 
 def _committed(w, c) -> bool:
     """Did client ``c``'s transaction commit? By the world's log of ``c``'s own steps
-    (:meth:`~.trusted.Client.committed`), never by a record found somewhere in the store."""
+    (:meth:`~.participants.Client.committed`), never by a record found somewhere in the store."""
     return c.committed()
 
 

@@ -35,7 +35,7 @@ class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
     ``student_send(msg)`` carries a message to the student's clients (or, with
-    ``student_write(frame, deadline)``, its frame: :func:`~.channel.addressed`; a
+    ``student_write(frame, deadline)``, its frame: :func:`~..channel.addressed`; a
     write not taken by ``deadline`` raises TimeoutError). Their
     messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
     message, None once it closed, TimeoutError), or else arrive through

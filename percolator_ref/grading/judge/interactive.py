@@ -1,6 +1,6 @@
 """Running trusted checks: a :class:`Trial` per check, in the grader or in the notebook.
 
-The grader (:mod:`.grader`) connects a :class:`~.trusted.Hub` to the sandboxed
+The grader (:mod:`..grade.grader`) connects a :class:`~.hub.Hub` to the sandboxed
 child's pipe; the notebook's self-check (:func:`self_check`) runs the
 student's clients in threads of its own process, through the same channel
 messages, the same worlds and the same families of schedules. Only the grade

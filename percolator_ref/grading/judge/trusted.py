@@ -3,7 +3,7 @@
 A :class:`TrustedWorld` holds every piece of state (the Bigtable, the oracle,
 the lock service, the manual clock) and a record of what happened. Clients
 (the student's code in the sandbox, and reference clients the world runs
-itself) reach it only by the messages of :mod:`.channel`; the world executes
+itself) reach it only by the messages of :mod:`..channel`; the world executes
 each one against its own store and logs it. Verdicts read only this record:
 what was written, what each request returned, what each client answered.
 
@@ -12,7 +12,7 @@ transaction, a timestamp) wait until the scheduler picks that client; its
 other requests are answered at once. :meth:`TrustedWorld.run` starts a family
 of clients and asks a chooser (:mod:`.schedules`) which pending request goes
 next, or which client crashes there: a crashed client is never answered
-again (its proxies raise :class:`~.channel.ClientGone`) and its liveness
+again (its proxies raise :class:`~..channel.ClientGone`) and its liveness
 token is marked crashed. A client that is merely not picked for a while is
 a delayed client: the clock moves on under the others' waits.
 
@@ -158,7 +158,7 @@ class TrustedWorld(World):
         """:meth:`serve` ``msg``; any error while serving it (a reply too large to frame,
         a value nested too deeply to encode, ...) is ``c``'s violation of the protocol:
         the check fails, and the student's side is not used again (a fresh one serves
-        the next check). A verdict (:class:`~.framework.Fail`), a time limit or a budget
+        the next check). A verdict (:class:`~..framework.Fail`), a time limit or a budget
         raised meanwhile stays what it is."""
         try:
             self.serve(c, msg)
