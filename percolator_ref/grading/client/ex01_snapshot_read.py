@@ -1,9 +1,5 @@
-"""Exercise 1's client side: its spec and the roles that build its clients.
-
-Roles run where the client runs (the sandboxed child when grading, the notebook's
-kernel in the self-check) and hold no verdict. The checks that judge these clients
-are :mod:`percolator_ref.grading.judge.ex01_snapshot_read`'s; the child never imports them.
-"""
+"""Exercise 1 (the snapshot read), client side: its spec and roles; its checks are
+:mod:`percolator_ref.grading.judge.ex01_snapshot_read`'s."""
 from __future__ import annotations
 
 from percolator_ref.model import Cell, DEFAULT_TABLE as TABLE
