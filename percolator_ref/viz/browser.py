@@ -16,7 +16,6 @@ import json
 import sys
 from pathlib import Path
 
-from ..greenlets import gc_paused, switch_into  # noqa: F401 - re-exported: the notes below name them
 
 IN_BROWSER = sys.platform == "emscripten"
 
