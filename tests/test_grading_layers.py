@@ -11,6 +11,7 @@ which modules it loaded after it ran a student's notebook and served the checks'
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import nbformat
@@ -255,3 +256,31 @@ def test_the_sandboxed_child_loads_no_judge_no_checks_no_viz(tmp_path, monkeypat
         assert f"{G}.judge.{name}" not in ours                  # no checks
         assert [m for m in ours if within(m, NOT_IN_CHILD)] == []   # no judge, grader, viz
         assert [m for m in loaded if within(m, ("pandas", "matplotlib", "ipywidgets"))] == []
+
+
+ATTACK = '''
+import sys as _probe_sys
+_tried = []
+for _name in ("percolator_ref.grading.judge.ex05_oracle", "percolator_ref.grading.judge.trusted",
+              "percolator_ref.grading.grade.grader"):
+    try:
+        __import__(_name)
+        _tried.append(_name.rsplit(".", 1)[1] + ":imported")
+    except BaseException as _exc:
+        _tried.append(_name.rsplit(".", 1)[1] + ":" + type(_exc).__name__)
+raise RuntimeError("ATTACK " + " ".join(_tried))
+
+
+def _probe(when="served"):
+    pass
+'''
+
+
+def test_a_students_answer_cannot_reach_the_judge_from_the_child(tmp_path, monkeypatch):
+    """The attack: the answer cell imports the judge's modules (a check, the world, the grader)
+    to patch them. They are not loaded in the child and the sandbox refuses to read them."""
+    monkeypatch.setattr(sys.modules[__name__], "PROBE", ATTACK)
+    g = grade(probed_notebook(5, tmp_path / "attack.ipynb"), limits=Limits())
+    said = " ".join(g.problems)
+    assert "ATTACK ex05_oracle:PermissionError trusted:PermissionError grader:PermissionError" \
+        in said, said
