@@ -1,10 +1,12 @@
 """The grading child: one fresh interpreter per notebook, locked down before student code runs.
 
-``percolator grade`` (:mod:`.grader`) starts ``python -I -B -c BOOT`` in a new
+``percolator grade`` (:mod:`..grade.grader`) starts ``python -I -B -c BOOT`` in a new
 session, in a throwaway working directory, with a scrubbed environment, and
 hands it a job on stdin. :func:`child_main` then, in this order:
 
-1. imports everything grading needs (while the grader's sources are readable);
+1. imports everything grading needs (while the grader's sources are readable):
+   the exercise's spec and roles (:func:`percolator_ref.grading.roles`), never its
+   checks or the grader;
 2. sets rlimits (address space, CPU seconds, file size, open files, processes,
    no core dumps);
 3. where the kernel has Landlock, restricts itself: writes only under the
@@ -12,14 +14,13 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    package (not ``grading/``, not the hidden reference's source), no
    ``execve``, no TCP, no signals to processes outside the sandbox;
 4. runs the pristine context cells, then replaces the hidden reference
-   (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`, and
+   (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`, and
    compiles the answer cells: this state is the template of every client;
 5. forks one process per client incarnation (:mod:`.processes`): each closes
    every descriptor but its own pipes, installs a seccomp filter (no reading or
    changing another process's state, no signals, no file locks), moves into
-   its own work subfolder,
-   installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
-   removed): no file written outside that subfolder, no reading of the
+   its own work subfolder, installs :func:`make_guard` with ``sys.addaudithook``
+   (it cannot be removed): no file written outside that subfolder, no reading of the
    repository (solutions, tests, exercises, .git), the grader's modules, the
    hidden reference, other submissions or the other clients' folders; no
    subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
@@ -28,9 +29,8 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    one client;
 6. hands each client's pipes to the grader (which then talks to it directly)
    and kills it when the world says so, until the grader closes the channel,
-   and writes a short
-   JSON report (its layers, the answer cells' error) to its result fd. This
-   process never runs student code.
+   and writes a short JSON report (its layers, the answer cells' error) to its
+   result fd. This process never runs student code.
 
 The verdicts are never computed here: the grader's world judges its own record.
 """
@@ -378,9 +378,9 @@ def _run_cell(cell: dict, namespace: dict):
 
 
 def _run(job: dict, report: dict) -> None:
-    from .. import exercise as exercise_module
+    from .. import roles
     from ..framework import spec_of
-    spec = spec_of(exercise_module(job["exercise"]), job["answer"])
+    spec = spec_of(roles(job["exercise"]), job["answer"])      # the roles, not the checks
     targets = tuple(job.get("hidden") or spec.hidden)   # and their helpers (:mod:`.reach`)
     for target in targets:               # imported while its source is still readable
         _locate(target)
