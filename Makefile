@@ -11,7 +11,8 @@
 #   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
 #   make por-equivalence  every catalogue entry self-checked with and without partial-order
 #                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
-#   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
+#   make test         pytest tests/ (building the sites when a test first needs them), then nbval
+#                     over notebooks/ and solutions/
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -92,19 +93,20 @@ grade-bench: venv
 
 # pytest exits 5 when it collects nothing; that is not a failure while a
 # notebook folder is still empty. nbval runs only over folders that hold
-# notebooks (exercises/ is left out: unsolved exercises fail by design). nbval runs in one
-# process: notebook 06 measures a CPU-time ratio that a notebook beside it would disturb.
-# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite;
-# PERCOLATOR_REQUIRE_RELEASE: tests/test_release.py, without build/release/site.
-test: venv lite release
-	PERCOLATOR_REQUIRE_LITE=1 PERCOLATOR_REQUIRE_RELEASE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+# notebooks (exercises/ is left out: unsolved exercises fail by design), one notebook per
+# test process (--dist loadfile keeps a notebook's cells in order in one kernel).
+# The sites are not built first: PERCOLATOR_BUILD_SITES=1 lets the first test that needs
+# build/lite or build/release build it, once per run (tests/site_build.py), while the other
+# test process goes on with unit tests.
+test: venv
+	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
 	done; \
 	if [ -z "$$dirs" ]; then echo "nbval: no notebooks yet in $(NB_DIRS); skipped"; exit 0; fi; \
-	echo "$(BIN)/python -m pytest --nbval --nbval-current-env$$dirs $(PYTEST_ARGS)"; \
-	$(BIN)/python -m pytest --nbval --nbval-current-env $$dirs $(PYTEST_ARGS); rc=$$?; \
+	echo "$(BIN)/python -m pytest --nbval --nbval-current-env -n $(TEST_JOBS) --dist loadfile$$dirs $(PYTEST_ARGS)"; \
+	$(BIN)/python -m pytest --nbval --nbval-current-env -n $(TEST_JOBS) --dist loadfile $$dirs $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "nbval: no notebook cells collected in$$dirs"; rc=0; fi; \
 	exit $$rc
 
