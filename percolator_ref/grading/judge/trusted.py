@@ -37,10 +37,10 @@ from percolator_ref.step import Step
 from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
-from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
-from .clients import ClientHost
-from .battery import BudgetExceeded
-from .framework import Fail, require
+from ..channel import SCHEDULED, addressed, check_client_message, encode, encode_row
+from ..client.host import ClientHost
+from ..battery import BudgetExceeded
+from ..framework import Fail, require
 from .protocol_world import TABLE, World, kind_of, render, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop

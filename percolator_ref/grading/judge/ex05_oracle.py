@@ -23,11 +23,11 @@ crash points run does not.
 """
 from __future__ import annotations
 
-from .channel import encode
-from .framework import Exercise, Fail, require, said
+from ..channel import encode
+from ..framework import Exercise, Fail, require, said
 from .interactive import Counterexample
 from .trusted import TrustedWorld
-from .vdisk import MUTATIONS, ROOT, Disk, serving
+from ..client.vdisk import MUTATIONS, ROOT, Disk, serving
 
 exercise = Exercise(
     5, "timestamp oracle: ranges and a persisted high-water mark",

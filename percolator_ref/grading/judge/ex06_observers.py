@@ -38,7 +38,7 @@ from percolator_ref import Transaction
 from percolator_ref.model import ack_col, lock_col, notify_col, split_column, write_col
 from percolator_ref.observers import Observer, clear_notification
 
-from .framework import Exercise, require, said
+from ..framework import Exercise, require, said
 from .trusted import Participant
 
 exercise = Exercise(
