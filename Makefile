@@ -12,7 +12,8 @@
 #   make por-equivalence  every catalogue entry self-checked with and without partial-order
 #                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
 #   make test         pytest tests/ (building the sites when a test first needs them), then nbval
-#                     over notebooks/ and solutions/
+#                     over notebooks/ and solutions/ (CI's command; at most 12 minutes)
+#   make test-long    the tests marked long: soaks, sweeps, the whole catalogue sandboxed
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -29,7 +30,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep por-equivalence system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test test-long secret-sweep por-equivalence system-deps clean
 
 venv: $(STAMP) trust
 
@@ -98,8 +99,10 @@ grade-bench: venv
 # The sites are not built first: PERCOLATOR_BUILD_SITES=1 lets the first test that needs
 # build/lite or build/release build it, once per run (tests/site_build.py), while the other
 # test process goes on with unit tests.
+# Tests marked `long` (soaks, sweeps, every catalogue entry through the sandbox: a faster
+# test in this run covers each property) run under make test-long.
 test: venv
-	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) -m "not long" tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
@@ -109,6 +112,10 @@ test: venv
 	$(BIN)/python -m pytest --nbval --nbval-current-env -n $(TEST_JOBS) --dist loadfile $$dirs $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "nbval: no notebook cells collected in$$dirs"; rc=0; fi; \
 	exit $$rc
+
+# The long tests make test leaves out (pyproject.toml's `long` mark): tens of minutes.
+test-long: venv
+	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) -m long tests $(PYTEST_ARGS)
 
 # Every catalogue entry graded in-process under 100 secrets (issue 19): hours on 2 cores,
 # so not part of `make test`.

@@ -6,7 +6,7 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading.grade.grader import Limits, grade
 from percolator_ref.grading.judge.interactive import self_check
-from grading_helpers import load_catalogue, solution_answer, student_notebook
+from grading_helpers import first_failure, load_catalogue, solution_answer, student_notebook
 
 HIDDEN = "hidden during grading: write the step yourself"
 
@@ -108,17 +108,6 @@ def test_delegating_to_the_hidden_run_observer_scores_zero_where_it_is_used(tmp_
     assert any("hidden during grading" in r.reason for r in failed), g.summary()
 
 
-def first_failure(spec, answer, secret):
-    """The first failing check's result: the checks run one at a time, in the report's
-    order, and none after the first that fails (the whole self-check would run them all,
-    minutes for exercises 6-8's catalogues, to keep only this one)."""
-    for check in spec.checks:
-        [result] = self_check(spec, answer, secret=secret, only={check.name}).results
-        if not result.passed:
-            return result
-    raise AssertionError(f"{spec.answer}: every check passed")
-
-
 @pytest.mark.parametrize("n", [6, 7, 8])
 def test_feedback_carries_the_numbers_of_the_run(n):
     """Each wrong answer's first failing check fails under another secret too, and says
@@ -130,6 +119,7 @@ def test_feedback_carries_the_numbers_of_the_run(n):
         exec(compile(source, "<answer>", "exec"), namespace)
         answer = namespace[spec.answer]
         first = first_failure(spec, answer, secret=11)
+        assert first is not None, name
         [again] = self_check(spec, answer, secret=12, only={first.name}).results
         assert not again.passed, name                 # the same check fails under each secret
         assert first.reason != again.reason, name
