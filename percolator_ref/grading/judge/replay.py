@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from percolator_ref.viz.printable import escape_text
 from percolator_ref.viz.recorded import RecordedStepper, recorded_frame
 from percolator_ref.viz.tables import CellTable
 
 from ..battery import Report, Result
 from ..channel import ProtocolError, decode
-from ..feedback import escape_text
 from .protocol_world import TABLE
 
 FORMAT = "percolator-counterexample/1"
