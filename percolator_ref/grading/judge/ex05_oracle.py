@@ -296,7 +296,7 @@ def _after_crash(w, p, k: int) -> None:
                 "timestamp twice",
                 params=lambda rng: {"t0": rng.randrange(10, 10 ** 6),
                                     "first": rng.randrange(10, 10 ** 6), "size": rng.randrange(3, 7)},
-                limit=30.0)
+                limit=60.0)
 def _crashes(trial, p):
     w = OracleWorld(trial)
     _as_counterexample(w, 0, lambda: _uncrashed(w, p))

@@ -416,7 +416,7 @@ def _one_run_per_notification(d, notifies: list, what: str, answers: str) -> Non
 
 
 @exercise.check("every interleaving of two runs of one notification commits exactly one",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race_runs(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -438,7 +438,7 @@ def _race_runs(trial, p):
 
 
 @exercise.check("every interleaving of a run with a new write to the document runs the observer "
-                "on the newest value", params=_params, limit=40.0)
+                "on the newest value", params=_params, limit=60.0)
 def _race_write(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -457,7 +457,7 @@ def _race_write(trial, p):
 
 
 @exercise.check("every interleaving of a run with a conflicting writer: the run is retried",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race_conflict(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -481,7 +481,7 @@ def _race_conflict(trial, p):
 
 
 @exercise.check("every crash point of a run: the run is redone, or rolled forward",
-                params=_params, limit=30.0)
+                params=_params, limit=60.0)
 def _race_crash(trial, p):
     def family(w):
         d = Docs(w, p)

@@ -283,7 +283,7 @@ def _judge_market(p, seeded: list, trades: dict):
 
 
 @exercise.check("every interleaving of two aggregations and a trade counts each trade once",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race(trial, p):
     broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
 
@@ -296,7 +296,7 @@ def _race(trial, p):
 
 
 @exercise.check("every crash point of an aggregation loses no trade and counts none twice",
-                params=_params, limit=30.0)
+                params=_params, limit=60.0)
 def _crash(trial, p):
     broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
 
