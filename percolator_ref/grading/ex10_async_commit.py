@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import weakref
 
-from percolator_ref import Cluster, ManualClock, Transaction
+from percolator_ref import Transaction
 from percolator_ref import rows
 from percolator_ref.model import Cell, Write, WriteKind, data_col, lock_col, write_col
 from percolator_ref.session import Session
@@ -34,10 +34,9 @@ from percolator_ref.step import Step
 from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
-from .battery import guard
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
 from .framework import Exercise, require
-from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
+from .protocol_world import TABLE, amounts, returned, said, timeline
 from .trusted import Participant, answered_reads, TrustedWorld, history_with, judge_history, record_intent
 
 exercise = Exercise(
@@ -71,11 +70,7 @@ class AsyncWorld(TrustedWorld):
     read it serves, before it hands the row out."""
 
     def __init__(self, trial, ttl: float = 10.0, register: bool = True):
-        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl)
-        self.cluster = guard(Cluster(first_timestamp=trial.p["t0"], clock=ManualClock(),
-                                     lock_ttl=ttl, variants=[AsyncCommit()]), BUDGET)
-        self.oracle = self.cluster.oracle
-        self.hub.trusted.history = self.cluster.history
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl, [AsyncCommit()])
         self.max_ts: MaxTs = max_ts_of(self.cluster)
         SHARED[id(self)] = self.max_ts
         if register:

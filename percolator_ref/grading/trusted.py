@@ -33,15 +33,14 @@ from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
     lock_col, split_column, write_col
 from percolator_ref.viz.printable import escape_text
-from percolator_ref.step import Step
-from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
 from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
 from .clients import ClientHost
 from .battery import BudgetExceeded
 from .framework import Fail, require
-from .protocol_world import TABLE, World, kind_of, render, said
+from .journal import CRASH, STORE_FAILURE, TIMESTAMP, Journal, step_name
+from .protocol_world import TABLE, World, kind_of, said
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
@@ -193,14 +192,19 @@ class Scope:
 
 
 class TrustedWorld(World):
-    """A :class:`~.protocol_world.World` that serves remote clients and logs every step."""
+    """A :class:`~.protocol_world.World` that serves remote clients and logs every step:
+    ``log`` is its :class:`~.journal.Journal`'s entries, one per step a client took, made of
+    the events its store's tracer reported (``variants``: the cluster's, as
+    :class:`~percolator_ref.cluster.Cluster` takes them)."""
 
-    def __init__(self, hub: Hub, first_timestamp: int, deadline: float, ttl: float = 10.0):
-        super().__init__(first_timestamp, ttl)
+    def __init__(self, hub: Hub, first_timestamp: int, deadline: float, ttl: float = 10.0,
+                 variants=()):
+        super().__init__(first_timestamp, ttl, variants)
         self.hub, self.deadline, self.ttl = hub, deadline, ttl
         self.clients: dict = {}
-        self.log: list = []
-        self.recording = True              # keep the cells after each step (off while exploring)
+        self.journal = Journal()
+        self.log: list = self.journal.entries
+        self.cluster.tracer.subscribe(self.journal.heard)
         self.doomed: set = set()
         self.messages = 0
         self.written = 0                   # bytes the clients wrote into the store
@@ -346,7 +350,7 @@ class TrustedWorld(World):
             self.touch(("oracle",), "w")
             ts = self.oracle.get_timestamp()
             c.timestamps.append(ts)
-            self.note(c, f"took timestamp {ts} from the oracle")
+            self.note(c, TIMESTAMP, value=ts)
             return self.reply(c, ts)
         if op == "end":
             raise Violation(f"{c.label} ended a row transaction it never began")
@@ -398,15 +402,16 @@ class TrustedWorld(World):
         return result if fn in ("is_alive", "status") else None
 
     def serve_row(self, c: Client, msg: dict) -> None:
-        """One row transaction: hand out the row, serve until ``end``, apply it atomically."""
-        step = msg["step"] if is_step(msg["step"]) else Step.ROW_TRANSACTION   # declared: kept
+        """One row transaction: hand out the row, serve until ``end``, apply it atomically.
+        Its step keeps the name the client gave it (a variant's too), if it is a step name
+        (:func:`~.journal.step_name`)."""
         try:
             check_name(msg["table"], "table")
             check_name(msg["row"], "row")
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
-                                                   step=Step(step) if step in set(Step) else step)
+                                                   step=step_name(msg["step"]))
         self.touch(("row", msg["table"], msg["row"]), "r")
         try:
             rt.__enter__()
@@ -420,10 +425,15 @@ class TrustedWorld(World):
             raise
         self.apply(c, rt, end)
 
-    def fail(self, c: Client, exc: Exception) -> None:
-        """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable)."""
-        self.note(c, f"met a store failure ({exc})")
-        self.tell(c, {"op": "fail", "text": str(exc)[:300]})
+    def fail(self, c: Client, exc: Exception, applied=()) -> None:
+        """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable);
+        ``applied``: the event of the row transaction that applied before it failed, if any."""
+        text = str(exc)[:300]
+        if not applied:
+            self.note(c, STORE_FAILURE, value=text)
+        else:
+            self.note(c, applied[0].step, applied, failure=text)
+        self.tell(c, {"op": "fail", "text": text})
 
     def doom(self, c: Client) -> None:
         """``c`` crashes right after the row transaction being applied (an interceptor's use)."""
@@ -464,10 +474,11 @@ class TrustedWorld(World):
         except (TypeError, ValueError) as exc:
             error = exc
         ok = end["commit"] and error is None
+        heard = len(self.journal.loose)
         try:
             rt.__exit__(None if ok else Violation, None, None)
         except StoreUnavailable as exc:          # applied, and the reply was lost
-            return self.fail(c, exc)
+            return self.fail(c, exc, self.applied(rt, heard))
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
         if ok and rt.mutations:
@@ -476,8 +487,7 @@ class TrustedWorld(World):
             c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
             c.locked += [(rt.table, rt.row, split_column(col)[0], value)
                          for col, _, value in end["mutations"] if isinstance(value, Lock)]
-            self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
-                      else f"{rt.step} {rt.row}", rt.mutations)
+            self.note(c, rt.step, self.applied(rt, heard))
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
@@ -493,16 +503,16 @@ class TrustedWorld(World):
                               f"more than any answer needs")
         return None
 
-    def note(self, c: Client, what: str, mutations=()) -> None:
-        """Log one step with the cells after it (the counterexample's frames)."""
-        if not self.recording:
-            self.log.append({"client": c.label, "did": what})
-            return
-        self.log.append({"client": c.label, "did": what,
-                         "writes": [[col, ts, render(v) if v is not None else None]
-                                    for col, ts, v in mutations],
-                         "clock": self.cluster.clock.now(),
-                         "cells": encode(self.cluster.bigtable.dump())})
+    def applied(self, rt, heard: int) -> tuple:
+        """The tracer's event of ``rt`` (reported after the journal's first ``heard`` loose
+        events), in a tuple; () if it applied nothing."""
+        return tuple(e for e in self.journal.loose[heard:] if e.client == rt.client
+                     and e.table == rt.table and e.row == rt.row)[:1]
+
+    def note(self, c: Client, step: str, events=(), **fields) -> None:
+        """Log one step of ``c`` in the journal: ``step`` (a row transaction's, with its
+        tracer event), the clock after it, ``fields`` (:class:`~.journal.Entry`'s)."""
+        self.journal.add(c.label, str(step), self.cluster.clock.now(), events, **fields)
 
     # -- families ------------------------------------------------------------------------
     def run(self, participants, chooser) -> list:
@@ -579,7 +589,7 @@ class TrustedWorld(World):
             self.touch(("clock",), "r")
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
-        self.note(c, "crashed (never answered again)")
+        self.note(c, CRASH)
 
     def settle(self) -> Transaction:
         """After the family: time passes (every silent client is dead), a reference reader
