@@ -158,3 +158,31 @@ def test_what_the_world_runs_itself_waits_for_the_next_step():
         t.set("Bob", "bal", 1)
         assert t.commit()
     assert reported and w.journal.loose == reported
+
+
+def test_a_row_named_with_spaces_and_slashes_replays_at_its_row():
+    """The row is the event's, not the last word of a sentence (``rsplit``/``rpartition``
+    read "prewrite-primary Ann Lee/x" as row "x" of table "Lee")."""
+    w = world()
+    w.run([Participant("W", "writer", ([["Ann Lee/x", "bal", 6], ["Joe", "bal", 8]],), "trusted")],
+          FirstReady())
+    frames = Replay({"check": "c", "failure": "f", "steps": to_json(w.log)}).frames
+    prewrite = next(f for f in frames if "prewrite-primary" in f.title)
+    assert prewrite.title.endswith("W prewrite-primary Ann Lee/x")
+    assert [(e.table, e.row) for e in prewrite.events] == [(TABLE, "Ann Lee/x")]
+    assert "*" in repr(prewrite.table)
+
+
+
+def test_escapes_a_client_wrote_reach_the_replay_escaped():
+    """A value and a row name carrying terminal escapes, journaled as written: the file
+    keeps them as they are, the transcript prints them escaped."""
+    w = world()
+    evil = "\x1b]0;pwned\x07\x9b31m\rPASS"
+    w.run([Participant("W", "writer", ([[f"Bob{evil}", "bal", evil], ["Joe", "bal", 1]],),
+                       "trusted")], FirstReady())
+    example = {"check": "c", "failure": "f", "steps": to_json(w.log)}
+    assert any(c[3] == evil for s in example["steps"] for e in s["events"] for c in e["changes"])
+    text = Replay(example).transcript()
+    assert [c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0)] == []
+    assert "\\x1b]0;pwned\\x07" in text and f"prewrite-primary Bob\\x1b]0;pwned" in text

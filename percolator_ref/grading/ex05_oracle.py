@@ -85,8 +85,8 @@ class OracleWorld(TrustedWorld):
         reply = self.disk.apply(msg["fn"], msg["path"], msg["to"], msg["data"], msg["mode"])
         if msg["fn"] in MUTATIONS:
             self.note(c, "disk", self.disk_events(c, before),
-                      value=f"{msg['fn']} {msg['path']}" + (f" -> {msg['to']}" if msg["to"]
-                                                             else ""))
+                      value=f"{msg['fn']} {msg['path'][:200]}" + (
+                          f" -> {str(msg['to'])[:200]}" if msg["to"] else ""))
         return reply
 
     def disk_events(self, c, before: dict) -> tuple:
@@ -117,7 +117,7 @@ class OracleWorld(TrustedWorld):
         out = self.call(c, "get_timestamp")
         if not c.crashed and isinstance(out, dict) and "value" in out:
             self.served.append((out["value"], mark(self.disk.files.get(NAME))))
-            self.note(c, "served", value=repr(out["value"]))
+            self.note(c, "served", value=repr(out["value"])[:200])
         self.last_writes = self.disk.mutations - before
         return out
 

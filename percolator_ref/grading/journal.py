@@ -16,7 +16,10 @@ replay`` and the replay widget read them back (:func:`from_json`) and build
 each frame's cells by applying the changes (:func:`apply`): what a step did
 is read from its fields, never from a sentence. Only cells changed are kept,
 never a copy of the store: a world's journal is bounded by what its clients
-may write and by its row-transaction budget.
+may write (``MAX_WRITTEN``: each version written is kept once, and once more
+if erased), by its row-transaction budget (each event names a table and a row
+of at most the channel's ``MAX_TEXT`` characters) and by its message budget
+(one entry per step).
 """
 from __future__ import annotations
 

@@ -494,8 +494,8 @@ class TrustedWorld(World):
 
     def within_budget(self, rt, end: dict):
         """None, or a ValueError once the clients have written more than
-        :data:`MAX_WRITTEN` bytes into this world's store (its cells are kept after every
-        step: an unbounded store would grow the grader's memory with the square of it)."""
+        :data:`MAX_WRITTEN` bytes into this world's store (its journal keeps every version
+        written and erased, and a fingerprint digests the whole store at every decision)."""
         self.written += len(rt.table) + len(rt.row) + sum(
             len(column) + _size(value) for column, _, value in end["mutations"])
         if self.written > MAX_WRITTEN:
