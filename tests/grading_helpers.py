@@ -9,8 +9,8 @@ from pathlib import Path
 
 import nbformat
 
-from percolator_ref.grading.answers import answer_cell_ids
-from percolator_ref.grading.generate import BEGIN, END, exercise_number
+from percolator_ref.grading.grade.answers import answer_cell_ids
+from percolator_ref.grading.grade.generate import BEGIN, END, exercise_number
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -124,7 +124,7 @@ for name, module in list(sys.modules.items()):
         if spec is not None and hasattr(spec, "roles"):
             for role in list(spec.roles):
                 spec.roles[role] = lambda answer, cluster, *args: [1, 2]
-clients = sys.modules["percolator_ref.grading.clients"]
+clients = sys.modules["percolator_ref.grading.client.host"]
 def canned(self, cid, fn):
     self.send({"cid": cid, "op": "answer", "outcome": {"value": [1, 2]}})
 clients.ClientHost.answer_with = canned

@@ -111,7 +111,7 @@ def test_grade_has_no_notebook_timeout_and_says_the_limits_are_per_check(capsys)
     from pathlib import Path
 
     from percolator_ref import grading
-    from percolator_ref.grading.launcher import SETUP_SECONDS
+    from percolator_ref.grading.sandbox.launcher import SETUP_SECONDS
     assert main(["grade", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "--timeout" not in out and "--scenario-timeout" not in out

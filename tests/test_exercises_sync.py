@@ -4,7 +4,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from percolator_ref.grading.generate import exercise_from_solution, generate, strip_solutions
+from percolator_ref.grading.grade.generate import exercise_from_solution, generate, strip_solutions
 
 REPO = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((REPO / "solutions").glob("[0-9][0-9]_*.ipynb"))
@@ -56,7 +56,7 @@ def test_the_grader_runs_no_self_check_before_the_answer():
     never run a self-check: a demonstration that grades the paper's step (exercises 9 and
     10 show it failing) is tagged "demo", else every grade would pay for it (2-3 s of the
     child's CPU each, measured on exercise 10 before the tags)."""
-    from percolator_ref.grading.answers import plan
+    from percolator_ref.grading.grade.answers import plan
     context, checking = [], []
     for path in sorted((REPO / "exercises").glob("[0-9][0-9]_*.ipynb")):
         pristine = nbformat.read(path, as_version=4)

@@ -12,9 +12,9 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
-from percolator_ref.grading.answers import Cell, static_problems
-from percolator_ref.grading.grader import Limits, grade, grade_all
-from percolator_ref.grading.results import gradescope, write_csv
+from percolator_ref.grading.grade.answers import Cell, static_problems
+from percolator_ref.grading.grade.grader import Limits, grade, grade_all
+from percolator_ref.grading.grade.results import gradescope, write_csv
 from grading_helpers import pristine_path, solution_answer, solution_path, student_notebook
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_missing_answer_cell_and_unreadable_notebook(tmp_path):
 
 
 def _answer_id(n):
-    from percolator_ref.grading.answers import answer_cell_ids
+    from percolator_ref.grading.grade.answers import answer_cell_ids
     return answer_cell_ids(nbformat.read(pristine_path(n), as_version=4), n)[0]
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading import Exercise
-from percolator_ref.grading.grader import Limits, grade
-from percolator_ref.grading.interactive import self_check
+from percolator_ref.grading.grade.grader import Limits, grade
+from percolator_ref.grading.judge.interactive import self_check
 from grading_helpers import load_catalogue, solution_answer, student_notebook
 
 CONVERTED = [n for n in sorted(grading.MODULES)
@@ -77,7 +77,7 @@ def test_grade_bench_writes_a_class_of_right_and_wrong_notebooks(tmp_path):
     holding the answer it claims (the timing itself is the command's, not a test's)."""
     import nbformat
     from percolator_ref.commands.grade_bench import make_class
-    from percolator_ref.grading.answers import answer_cell_ids
+    from percolator_ref.grading.grade.answers import answer_cell_ids
     from grading_helpers import REPO, pristine_path
     expected = make_class(tmp_path, REPO / "tests" / "wrong_answers", 3)
     assert len(expected) == 3 * len(grading.MODULES)

@@ -4,8 +4,8 @@ work; every check's numbers come from the grading run's secret, and its feedback
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.grader import Limits, grade
-from percolator_ref.grading.interactive import self_check
+from percolator_ref.grading.grade.grader import Limits, grade
+from percolator_ref.grading.judge.interactive import self_check
 from grading_helpers import load_catalogue, solution_answer, student_notebook
 
 HIDDEN = "hidden during grading: write the step yourself"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from percolator_ref import TimestampOracle
-from percolator_ref.grading import ex05_oracle
-from percolator_ref.grading.grader import Limits, grade, grade_all
+from percolator_ref.grading.judge import ex05_oracle
+from percolator_ref.grading.grade.grader import Limits, grade, grade_all
 from grading_helpers import (CLIENT_ATTACKS, REPO, optimized_pyc_of, pristine_path,
                              solution_answer, student_notebook)
 
@@ -51,7 +51,7 @@ def canned_observations() -> dict:
     """What a correct oracle (the solution's) answers, call by call, in each check of the
     notebook's own run (secret 0): a student could paste it and answer it back (exercise 5 is
     judged by the grader's world, so answers are all a client could forge)."""
-    from percolator_ref.grading.interactive import local_hub, run_trusted
+    from percolator_ref.grading.judge.interactive import local_hub, run_trusted
     spec, namespace = ex05_oracle.exercise, {}
     exec(solution_answer(5), namespace)
     params, canned = spec.params(0), {}
@@ -70,7 +70,7 @@ def canned_observations() -> dict:
 
 FORGED_ANSWERS = '''
 import itertools, json, sys
-clients = sys.modules["percolator_ref.grading.clients"]
+clients = sys.modules["percolator_ref.grading.client.host"]
 CANNED = json.loads({canned!r})
 ANSWERS = itertools.cycle([a for answers in CANNED.values() for a in answers] or [{{"value": 1}}])
 
@@ -91,7 +91,8 @@ def hostile_answers(outside: Path, exercises_copy: Path) -> dict:
         "no-op checks and canned observations": WRONG_ORACLE + f'''
 import json
 from percolator_ref import grading
-from percolator_ref.grading import framework, sandbox, battery
+from percolator_ref.grading import framework, battery
+from percolator_ref.grading.sandbox import child as sandbox
 framework.judge = lambda check, result, p: battery.Result(check.name, True)
 grading.check = lambda n, impl: None
 ''' + FORGED_ANSWERS.format(canned=canned),
@@ -352,7 +353,7 @@ def test_bulk_run_grades_everything_and_writes_csv(arena, tmp_path):
 # -- the guard's rules, called directly (installing the hook here would be permanent) ---------
 
 def test_guard_rules_for_open_and_path_events(tmp_path, monkeypatch):
-    from percolator_ref.grading.sandbox import check_open, check_write, readable
+    from percolator_ref.grading.sandbox.child import check_open, check_write, readable
     work = tmp_path / "work"
     (work / "sub").mkdir(parents=True)
     secret = tmp_path / "repo"
@@ -403,7 +404,7 @@ HIDE_PROBE = '''
 import sys
 sys.path.insert(0, sys.argv[1])
 from percolator_ref.grading.framework import ReferenceHidden
-from percolator_ref.grading.sandbox import hide
+from percolator_ref.grading.sandbox.child import hide
 from percolator_ref import TimestampOracle, cleanup, transaction
 
 
@@ -446,8 +447,8 @@ def test_canned_observations_pass_no_check_under_other_secrets():
     """Answers copied from the notebook's own run (secret 0) and answered back by a forging
     client fail every check under other secrets: the grader judges its own disk and the
     timestamps served, tied to the run's parameters."""
-    from percolator_ref.grading.clients import ClientHost
-    from percolator_ref.grading.interactive import local_hub, run_trusted
+    from percolator_ref.grading.client.host import ClientHost
+    from percolator_ref.grading.judge.interactive import local_hub, run_trusted
     import itertools
     spec = ex05_oracle.exercise
     canned = canned_observations()
@@ -511,20 +512,21 @@ def withdraw(txn, customer, account, amount):
 FORGED_WITHDRAWALS = {
     "every answer forged as True": '''
 import sys
-clients = sys.modules["percolator_ref.grading.clients"]
+clients = sys.modules["percolator_ref.grading.client.host"]
 clients.ClientHost.answer_with = lambda self, cid, fn: self.send(
     {"cid": cid, "op": "answer", "outcome": {"value": True}})
 ''',
     "every answer forged as False": '''
 import sys
-clients = sys.modules["percolator_ref.grading.clients"]
+clients = sys.modules["percolator_ref.grading.client.host"]
 clients.ClientHost.answer_with = lambda self, cid, fn: self.send(
     {"cid": cid, "op": "answer", "outcome": {"value": False}})
 ''',
 }
 
 OLD_RUNNER_ATTACK = '''
-from percolator_ref.grading import battery, framework, sandbox
+from percolator_ref.grading import battery, framework
+from percolator_ref.grading.sandbox import child as sandbox
 sandbox.run_scenario = framework.run_scenario = lambda check, answer, p, d: {"obs": {}}
 framework.judge = lambda check, result, p: battery.Result(check.name, True)
 '''
@@ -533,7 +535,7 @@ framework.judge = lambda check, result, p: battery.Result(check.name, True)
 @pytest.mark.parametrize("name", list(FORGED_WITHDRAWALS))
 def test_forged_answers_with_a_write_skew_withdraw_score_zero(name, tmp_path):
     """The grader judges its own bank: answers a client forges earn nothing."""
-    from percolator_ref.grading import ex08_write_skew
+    from percolator_ref.grading.judge import ex08_write_skew
     path = student_notebook(tmp_path / "forged.ipynb", 8, SKEW_WITHDRAW + FORGED_WITHDRAWALS[name])
     g = grade(path, limits=Limits())
     assert g.total == len(ex08_write_skew.exercise) and g.n_passed == 0, g.summary()
@@ -586,7 +588,7 @@ def hostile_counterexample() -> dict:
 
 def test_a_replayed_counterexample_prints_no_terminal_escape(tmp_path, capsys):
     from percolator_ref.commands import main
-    from percolator_ref.grading.replay import replay, save
+    from percolator_ref.grading.judge.replay import replay, save
     path = save(hostile_counterexample(), tmp_path / "cx.json")
     shown = replay(path).transcript()
     assert main(["replay", str(path)]) == 0
@@ -614,7 +616,7 @@ def test_a_forged_write_record_gains_nothing_on_exercise_8(tmp_path):
     a write record it forges for its aborted transaction, in a scratch row of the bank or in a
     table of its own, does not make it pass (7/7 when the verdict searched the store), and the
     honest student graded in the same run keeps full marks."""
-    from percolator_ref.grading import ex08_write_skew
+    from percolator_ref.grading.judge import ex08_write_skew
     from percolator_ref.model import DEFAULT_TABLE
     from grading_helpers import load_catalogue
     bank = load_catalogue(8)["materialises the conflict in one bank-wide cell"]
@@ -749,10 +751,10 @@ def hidden_exercises() -> list:
 @pytest.mark.parametrize("n", hidden_exercises())
 def test_no_helper_reachable_from_a_graded_reference_is_callable_in_the_sandbox(n, tmp_path):
     """Every hidden target of exercise ``n`` and every function its code reaches that the
-    exercise does not hand the student (:mod:`percolator_ref.grading.reach`) is a stub in the
+    exercise does not hand the student (:mod:`percolator_ref.grading.sandbox.reach`) is a stub in the
     sandbox, probed from the answer cell after the solution's own code."""
     from percolator_ref import grading
-    from percolator_ref.grading.reach import hidden_targets
+    from percolator_ref.grading.sandbox.reach import hidden_targets
     spec = grading.exercise(n).exercise
     targets = hidden_targets(spec, REPO / "exercises")
     if n == 1:
@@ -793,8 +795,8 @@ def test_the_module_defining_a_hidden_step_is_unreadable_and_its_helpers_hidden(
     ``observers/notifications.py``. Reading that file in the answer cell and running it as a
     fresh module scored 13/13; the file is now unreadable (open fails, nothing passes), and the
     step's private helpers there (``_unacknowledged``) are hidden like the steps."""
-    from percolator_ref.grading import ex06_observers
-    from percolator_ref.grading.reach import hidden_targets
+    from percolator_ref.grading.judge import ex06_observers
+    from percolator_ref.grading.sandbox.reach import hidden_targets
     g = grade(student_notebook(tmp_path / "copied.ipynb", 6, "from types import SimpleNamespace\n"
                                + READS_THE_DEFINING_MODULE), limits=Limits())
     assert g.total and g.n_passed == 0, g.summary()
@@ -809,7 +811,7 @@ def test_the_guard_lets_the_students_own_functions_take_defaults(tmp_path):
     defaults; a function from a file (the guard itself, whose state is its defaults; the
     kit; the standard library) may not, and no function's ``__code__`` may change."""
     from percolator_ref.grading.framework import ANSWER_FILENAME
-    from percolator_ref.grading.sandbox import make_guard
+    from percolator_ref.grading.sandbox.child import make_guard
     guard = make_guard(str(tmp_path), (), (), (), ())
     namespace: dict = {}
     exec(compile("def mine(a=1):\n    return a\n", ANSWER_FILENAME.format("x"), "exec"), namespace)

@@ -2,7 +2,7 @@
 
 Exercise 1 runs as a client of the grader's own cluster; its last checks explore
 every schedule of a small family of clients within the bounds of
-grading/schedules.py. These tests pin what that promises.
+grading/judge/schedules.py. These tests pin what that promises.
 """
 import functools
 import itertools
@@ -17,9 +17,9 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading.channel import FrameReader, ProtocolError, addressed, \
     check_client_message, decode, encode, encode_row, frame
-from percolator_ref.grading import interactive
-from percolator_ref.grading.interactive import self_check
-from percolator_ref.grading.schedules import MERGED, Chooser, explore
+from percolator_ref.grading.judge import interactive
+from percolator_ref.grading.judge.interactive import self_check
+from percolator_ref.grading.judge.schedules import MERGED, Chooser, explore
 from percolator_ref.model import Cell, Lock, Write, WriteKind
 from grading_helpers import REPO, load_catalogue, solution_answer
 
@@ -244,7 +244,7 @@ def checked(n: int, source: str, secret: int):
     ``schedules`` describes, check by check, what ran without naming anything the secret
     chooses: ``(check name, schedules run, value classes covered, explorations)``, each
     exploration the sequence of
-    schedules :func:`~percolator_ref.grading.schedules.explore` ran, in order, each as its
+    schedules :func:`~percolator_ref.grading.judge.schedules.explore` ran, in order, each as its
     choices (``("go" or "crash", client label)``, ...) and how it ended (passed, failed, or
     merged with an earlier run's state), the failure's replay included. A check that
     enumerates its cases itself (exercise 5's crash points) shows only its count.
@@ -351,7 +351,7 @@ def test_a_counterexample_replays_from_a_file(tmp_path):
     name = sorted(module.INTERLEAVING)[0]
     report = self_check(grading.exercise(1).exercise, answer_of(1, module.WRONG[name]))
     failing = next(r for r in report.results if r.counterexample)
-    from percolator_ref.grading.replay import save
+    from percolator_ref.grading.judge.replay import save
     path = save(failing.counterexample, tmp_path / "cx.json")
     out = subprocess.run([sys.executable, "-m", "percolator_ref", "replay", str(path)],
                          capture_output=True, text=True, timeout=120, cwd=REPO)
@@ -367,7 +367,7 @@ def test_a_counterexample_replays_from_a_file(tmp_path):
 
 
 def test_the_self_check_says_so_and_matches_the_grader(tmp_path):
-    from percolator_ref.grading.grader import Limits, grade
+    from percolator_ref.grading.grade.grader import Limits, grade
     from grading_helpers import student_notebook
     module = catalogue_module(1)
     source = module.WRONG[sorted(module.INTERLEAVING)[0]]
@@ -378,7 +378,7 @@ def test_the_self_check_says_so_and_matches_the_grader(tmp_path):
 
 
 def test_a_looping_answer_fails_only_the_checks_it_loops_in(tmp_path):
-    from percolator_ref.grading.grader import Limits, grade
+    from percolator_ref.grading.grade.grader import Limits, grade
     from grading_helpers import student_notebook
     source = solution_answer(1).replace(
         "        column = cell.column\n",
@@ -437,8 +437,8 @@ def test_every_catalogue_entry_scores_the_same_under_100_secrets(n, name):
 
 
 def test_parallel_grading_writes_the_same_csv(tmp_path):
-    from percolator_ref.grading.grader import grade_all
-    from percolator_ref.grading.results import write_csv
+    from percolator_ref.grading.grade.grader import grade_all
+    from percolator_ref.grading.grade.results import write_csv
     from grading_helpers import pristine_path, student_notebook
     module = catalogue_module(1)
     subs = tmp_path / "subs"
@@ -467,7 +467,7 @@ def test_a_crashed_trusted_client_has_closed_its_record_before_the_world_goes_on
     thread; the unwinding is slowed here so that the race, were it back, is always lost."""
     import time
     from percolator_ref.checking import checker
-    from percolator_ref.grading.trusted import Participant, TrustedWorld
+    from percolator_ref.grading.judge.trusted import Participant, TrustedWorld
     from percolator_ref.model import TxStatus
 
     real_finish = checker.History.finish

@@ -10,13 +10,13 @@ from unittest import mock
 
 import pytest
 
-from percolator_ref.grading import ex01_snapshot_read
+from percolator_ref.grading.judge import ex01_snapshot_read
 from percolator_ref.grading.framework import Fail
-from percolator_ref.grading.interactive import Counterexample, Trial
-from percolator_ref.grading.journal import from_json, step_name, to_json
-from percolator_ref.grading.protocol_world import TABLE
-from percolator_ref.grading.replay import Replay, save
-from percolator_ref.grading.trusted import Hub, Participant, TrustedWorld
+from percolator_ref.grading.judge.interactive import Counterexample, Trial
+from percolator_ref.grading.judge.journal import from_json, step_name, to_json
+from percolator_ref.grading.judge.protocol_world import TABLE
+from percolator_ref.grading.judge.replay import Replay, save
+from percolator_ref.grading.judge.trusted import Hub, Participant, TrustedWorld
 from percolator_ref.model import data_col, lock_col
 from percolator_ref.stores import steps as declared
 from percolator_ref.transaction import Transaction

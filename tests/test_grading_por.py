@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.interactive import self_check
-from percolator_ref.grading.schedules import MERGED, Merged, explore, independent
+from percolator_ref.grading.judge.interactive import self_check
+from percolator_ref.grading.judge.schedules import MERGED, Merged, explore, independent
 from grading_helpers import catalogue, solution_answer
 
 
@@ -148,7 +148,7 @@ def test_a_bug_that_needs_an_order_is_still_caught():
 def family_verdicts(n: int, source: str, reduce: bool, monkeypatch) -> tuple:
     """The self-check of ``source`` on exercise ``n``'s family checks (those that explore
     schedules): ``([(check, passed)], schedules run)``."""
-    from percolator_ref.grading import interactive
+    from percolator_ref.grading.judge import interactive
     spec = grading.exercise(n).exercise
     namespace = {}
     exec(compile(source, "<answer>", "exec"), namespace)

@@ -10,7 +10,7 @@ attacks on the trusted world (forged observations, a forged report, the job read
 grader's frames, an optimized ``.pyc``: :data:`grading_helpers.CLIENT_ATTACKS`) are graded
 by the unprivileged grader too.
 
-:mod:`percolator_ref.grading.privileges`'s kernel layers are also tested alone
+:mod:`percolator_ref.grading.sandbox.privileges`'s kernel layers are also tested alone
 (no audit hook, no Landlock): a process that called ``isolate`` cannot change a
 file outside its directory through a descriptor, read ``/etc/shadow`` or keep a
 ``setsid`` double fork alive after its grading ends.
@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading import privileges
-from percolator_ref.grading.grader import Limits, grade_all
-from percolator_ref.grading.policy import read_policy
-from percolator_ref.grading.sandbox import (check_write, denied_module, fd_inside, inside,
+from percolator_ref.grading.sandbox import privileges
+from percolator_ref.grading.grade.grader import Limits, grade_all
+from percolator_ref.grading.sandbox.policy import read_policy
+from percolator_ref.grading.sandbox.child import (check_write, denied_module, fd_inside, inside,
                                             readable)
 from grading_helpers import (CLIENT_ATTACKS, REPO, optimized_pyc_of, solution_answer,
                              student_notebook)
@@ -274,7 +274,7 @@ def test_the_guard_refuses_changes_through_a_descriptor_outside(tmp_path):
 LAYER_PROBE = '''
 import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
-from percolator_ref.grading import privileges
+from percolator_ref.grading.sandbox import privileges
 work, victim = sys.argv[2], sys.argv[3]
 spec = json.loads(sys.argv[4])
 out = {"layers": privileges.isolate(spec, work)}
@@ -394,7 +394,7 @@ import json, sys, tempfile
 kit = sys.argv[1]
 sys.path.insert(0, kit)
 tempfile.tempdir = sys.argv[3]
-from percolator_ref.grading.grader import Limits, grade_all
+from percolator_ref.grading.grade.grader import Limits, grade_all
 paths = json.loads(sys.argv[2])
 grades = grade_all(paths, kit + "/exercises", Limits(), jobs=2)
 print(json.dumps([[g.n_passed, g.total, g.sandbox, g.problems, g.summary()] for g in grades]))
@@ -486,7 +486,7 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
 FALLBACK_PROBE = """
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
-from percolator_ref.grading import privileges
+from percolator_ref.grading.sandbox import privileges
 print(privileges.isolate({"namespaces": False, "expose": []}, sys.argv[2]), flush=True)
 if os.fork() == 0:                            # a double fork in its own session, writing on
     os.setsid()
@@ -564,7 +564,7 @@ def test_a_child_filling_its_disk_fills_only_its_own(tmp_path):
     tmp.mkdir()
     path = student_notebook(tmp_path / "hog.ipynb", 5, DISK_HOG)
     env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(REPO))
-    script = ("import json, sys\nfrom percolator_ref.grading.grader import grade, Limits\n"
+    script = ("import json, sys\nfrom percolator_ref.grading.grade.grader import grade, Limits\n"
               "g = grade(sys.argv[1], limits=Limits())\n"
               "print(json.dumps([[r.reason for r in g.checks], g.sandbox]))")
     out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True,
@@ -580,7 +580,7 @@ def test_a_child_filling_its_disk_fills_only_its_own(tmp_path):
 
 
 def test_a_child_that_cannot_start_leaves_nothing_behind(tmp_path, monkeypatch):
-    from percolator_ref.grading import launcher
+    from percolator_ref.grading.sandbox import launcher
     from grading_helpers import student_notebook
     path = student_notebook(tmp_path / "x.ipynb", 5, solution_answer(5))
     tmp = tmp_path / "gradetmp"

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.grader import Grade, Limits
-from percolator_ref.grading.results import gradescope, write_csv
-from percolator_ref.grading.gradescope import build_autograder
-from percolator_ref.grading.submissions import (escape_text, find_submissions, grade_submissions,
+from percolator_ref.grading.grade.grader import Grade, Limits
+from percolator_ref.grading.grade.results import gradescope, write_csv
+from percolator_ref.grading.grade.gradescope import build_autograder
+from percolator_ref.grading.grade.submissions import (escape_text, find_submissions, grade_submissions,
                                                 unpack_zip)
 from grading_helpers import (REPO, broken_zips, load_catalogue, pristine_path, solution_answer,
                              student_notebook)
@@ -88,7 +88,7 @@ def test_without_the_exercises_own_name_the_first_by_path_counts(tmp_path):
     for name in ("b.ipynb", "a.ipynb"):
         shutil.copy(pristine_path(5), sub / name)
     [s] = find_submissions(tmp_path, tmp_path / "unpack")
-    from percolator_ref.grading.submissions import choose
+    from percolator_ref.grading.grade.submissions import choose
     counted, skipped = choose(s, REPO / "exercises")
     assert [s.notebooks[i].name for i in counted] == ["a.ipynb"]
     assert [(s.notebooks[i].name, n) for i, n, _ in skipped] == [("b.ipynb", 5)]
@@ -239,7 +239,7 @@ def test_the_autograder_zip_is_complete(autograder):
         modes = {i.filename: i.external_attr >> 16 for i in z.infolist()}
         run = z.read("run_autograder").decode()
     assert {"setup.sh", "run_autograder", "source/requirements.txt", "source/pyproject.toml",
-            "source/percolator_ref/grading/grader.py", f"source/exercises/{own_name(5)}"} <= names
+            "source/percolator_ref/grading/grade/grader.py", f"source/exercises/{own_name(5)}"} <= names
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
     assert not any(n.startswith(("source/solutions", "source/tests")) for n in names)
     assert not any("__pycache__" in n for n in names)

@@ -12,7 +12,7 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading.channel import ProtocolError, decode, encode
-from percolator_ref.grading.interactive import Trial, local_hub
+from percolator_ref.grading.judge.interactive import Trial, local_hub
 from percolator_ref.cleanup import Cleanup
 from percolator_ref.model import Cell, Lock, WriteKind
 from percolator_ref.variants.locks import TiKVLock
@@ -71,7 +71,7 @@ def test_the_async_world_raises_max_ts_before_it_serves_a_read():
 # -- a grade never depends on thread timing ----------------------------------------------------
 
 def _grader_writer(answers, timestamps=(), crashed=False):
-    from percolator_ref.grading.trusted import Client
+    from percolator_ref.grading.judge.trusted import Client
     return Client(1, "W", "trusted", crashable=True, timestamps=list(timestamps),
                   answers=list(answers), crashed=crashed)
 

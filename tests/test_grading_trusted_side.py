@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from percolator_ref.grading import ex05_oracle
-from percolator_ref.grading.grader import grade, grade_all
+from percolator_ref.grading.judge import ex05_oracle
+from percolator_ref.grading.grade.grader import grade, grade_all
 from grading_helpers import REPO, solution_answer, student_notebook
 
 TRIGGER = "        self.state_path, self.range_size = state_path, range_size\n"
@@ -123,7 +123,7 @@ def test_an_attack_on_the_trusted_side_costs_only_its_check(name, tmp_path):
 GRADE_AND_MEASURE = '''
 import json, resource, sys
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
-from percolator_ref.grading.grader import grade
+from percolator_ref.grading.grade.grader import grade
 g = grade(sys.argv[2])
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "passed": g.n_passed, "total": g.total, "student": g.student}))
@@ -147,7 +147,7 @@ def test_a_flood_of_large_replies_does_not_grow_the_trusted_side(tmp_path):
 WORKER = '''
 import atexit, sys, time
 sys.path.insert(0, sys.argv[1])
-from percolator_ref.grading.grader import _worker_started
+from percolator_ref.grading.grade.grader import _worker_started
 _worker_started(list(sys.path))
 atexit.register(time.sleep, 3)          # the pool's SIGTERM lands while the worker exits
 print("ready", flush=True)
@@ -175,7 +175,7 @@ def sandbox_children() -> list:
                 cmdline = f.read()
         except OSError:
             continue
-        if b"grading.sandbox import child_main" in cmdline and str(REPO).encode() in cmdline:
+        if b"grading.sandbox.child import child_main" in cmdline and str(REPO).encode() in cmdline:
             found.append(int(entry))
     return found
 

@@ -7,8 +7,8 @@ X did row transaction Y), the cells after it, the stepper's controls.
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.journal import CRASH, TIMESTAMP
-from percolator_ref.grading.interactive import self_check
+from percolator_ref.grading.judge.journal import CRASH, TIMESTAMP
+from percolator_ref.grading.judge.interactive import self_check
 from percolator_ref.viz import RecordedStepper
 from percolator_ref.viz.widget import StepperWidget
 from grading_helpers import load_catalogue
@@ -80,7 +80,7 @@ def test_the_cells_it_changed_are_marked_as_the_stepper_marks_them(failing):
 
 def test_the_notebooks_demo_cell_shows_it_and_never_runs_in_grading():
     import nbformat
-    from percolator_ref.grading.answers import plan
+    from percolator_ref.grading.grade.answers import plan
     from grading_helpers import pristine_path
     pristine = nbformat.read(pristine_path(1), as_version=4)
     demo = [c for c in pristine.cells if "demo" in c.metadata.get("tags", [])]

@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 from percolator_ref import grading                          # noqa: E402
-from percolator_ref.grading import interactive              # noqa: E402
-from percolator_ref.grading.interactive import self_check   # noqa: E402
+from percolator_ref.grading.judge import interactive              # noqa: E402
+from percolator_ref.grading.judge.interactive import self_check   # noqa: E402
 from grading_helpers import load_catalogue, solution_answer  # noqa: E402
 
 SWITCH = "PERCOLATOR_POR"

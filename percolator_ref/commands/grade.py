@@ -51,7 +51,7 @@ def register(subparsers) -> None:
 
 def _autograder(args) -> int:
     from percolator_ref.grading import MODULES
-    from percolator_ref.grading.gradescope import build_autograder
+    from percolator_ref.grading.grade.gradescope import build_autograder
     if args.exercise not in MODULES:
         print(f"percolator grade: --gradescope-autograder needs --exercise N, N one of "
               f"{sorted(MODULES)}; got {args.exercise}", file=sys.stderr)
@@ -77,7 +77,7 @@ def _check_args(args):
 
 def _gradescope_problem(args):
     """``--gradescope`` writes one student's results.json: refused for a class or no exercise."""
-    from percolator_ref.grading.submissions import entries
+    from percolator_ref.grading.grade.submissions import entries
     if not args.gradescope:
         return None
     if args.exercise is None:
@@ -93,8 +93,8 @@ def _gradescope_problem(args):
 def run(args) -> int:
     from tqdm import tqdm
 
-    from percolator_ref.grading.grader import EXERCISES, Limits
-    from percolator_ref.grading.submissions import grade_submissions
+    from percolator_ref.grading.grade.grader import EXERCISES, Limits
+    from percolator_ref.grading.grade.submissions import grade_submissions
     if args.gradescope_autograder:
         return _autograder(args)
     problem = _check_args(args)
@@ -122,7 +122,7 @@ def run(args) -> int:
 
 def _report(args, grades) -> int:
     """Print every grade, write the CSV / results.json asked for; the exit status."""
-    from percolator_ref.grading.results import gradescope, write_csv
+    from percolator_ref.grading.grade.results import gradescope, write_csv
     for g in grades:
         print(g.summary())
     if args.csv:
@@ -142,7 +142,7 @@ def _report(args, grades) -> int:
 def write_counterexamples(grades, folder) -> int:
     """One JSON file per failing check that found a failing schedule (``folder``: None, none);
     step through one with ``percolator replay FILE``."""
-    from percolator_ref.grading.replay import save
+    from percolator_ref.grading.judge.replay import save
     if not folder:
         return 0
     folder = Path(folder)

@@ -53,7 +53,7 @@ def solution_answer(n: int) -> str:
     """The solution notebook's answer cell, its BEGIN/END markers removed."""
     import nbformat
 
-    from percolator_ref.grading.generate import BEGIN, END
+    from percolator_ref.grading.grade.generate import BEGIN, END
     path = next((REPO / "solutions").glob(f"{n:02d}_*.ipynb"))
     cell = next(c.source for c in nbformat.read(path, as_version=4).cells
                 if c.cell_type == "code" and BEGIN in c.source)
@@ -64,8 +64,8 @@ def write_notebook(path: Path, n: int, answer: str, student: str) -> None:
     """The pristine exercise ``n`` with its answer cell holding ``answer``."""
     import nbformat
 
-    from percolator_ref.grading.answers import answer_cell_ids
-    from percolator_ref.grading.grader import EXERCISES
+    from percolator_ref.grading.grade.answers import answer_cell_ids
+    from percolator_ref.grading.grade.grader import EXERCISES
     nb = nbformat.read(next(EXERCISES.glob(f"{n:02d}_*.ipynb")), as_version=4)
     ids = answer_cell_ids(nb, n)
     for cell in nb.cells:
@@ -94,7 +94,7 @@ def make_class(folder: Path, catalogue: Path, per_exercise: int) -> dict:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from percolator_ref.grading.grader import grade_all
+    from percolator_ref.grading.grade.grader import grade_all
     catalogue = Path(args.catalogue)
     if not catalogue.is_dir():
         print(f"percolator grade-bench: --catalogue {str(catalogue)!r} is not a folder",

@@ -20,7 +20,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from percolator_ref.grading.generate import generate
+    from percolator_ref.grading.grade.generate import generate
     drift = generate(args.solutions, args.exercises, check=args.check)
     verb = "out of date" if args.check else "written"
     for name in drift:

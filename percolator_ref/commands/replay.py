@@ -15,7 +15,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from percolator_ref.grading.replay import replay
+    from percolator_ref.grading.judge.replay import replay
     try:
         shown = replay(args.file)
     except (OSError, ValueError) as exc:

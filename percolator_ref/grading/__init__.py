@@ -12,8 +12,8 @@ import importlib
 
 from .battery import BudgetExceeded, Report, Result
 from .framework import Exercise, Fail, require
-from .interactive import self_check
-from .replay import Replay, replay
+from .judge.interactive import self_check
+from .judge.replay import Replay, replay
 
 MODULES = {
     1: "ex01_snapshot_read",
@@ -35,7 +35,7 @@ def exercise(n: int):
         raise TypeError(f"n must be an int exercise number, got {n!r}")
     if n not in MODULES:
         raise ValueError(f"n must be one of {sorted(MODULES)}, got {n}")
-    return importlib.import_module(f"{__name__}.{MODULES[n]}")
+    return importlib.import_module(f"{__name__}.judge.{MODULES[n]}")
 
 
 def check(n: int, impl) -> Report:

@@ -35,10 +35,10 @@ from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_n
 from percolator_ref.viz.printable import escape_text
 from percolator_ref.transaction import Transaction
 
-from .channel import SCHEDULED, addressed, check_client_message, encode, encode_row
-from .clients import ClientHost
-from .battery import BudgetExceeded
-from .framework import Fail, require
+from ..channel import SCHEDULED, addressed, check_client_message, encode, encode_row
+from ..client.host import ClientHost
+from ..battery import BudgetExceeded
+from ..framework import Fail, require
 from .journal import CRASH, STORE_FAILURE, TIMESTAMP, Journal, step_name
 from .protocol_world import TABLE, World, kind_of, said
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from .battery import BudgetExceeded, Report, Result
-from .channel import ClientGone
-from .clients import ClientHost, threads_available
-from .framework import Fail
+from ..battery import BudgetExceeded, Report, Result
+from ..channel import ClientGone
+from ..client.host import ClientHost, threads_available
+from ..framework import Fail
 from .journal import to_json
 from .schedules import explore, judged_run
 from .trusted import CheckTimeout, Hub, TrustedWorld, Violation

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from .reach import hidden_targets, modules
-from .sandbox import DEVICES, inside, under
+from .child import DEVICES, inside, under
 
-PACKAGE = Path(__file__).resolve().parents[1]
+PACKAGE = Path(__file__).resolve().parents[2]
 ROOT = PACKAGE.parent
 SYSTEM_READS = ("/usr", "/lib", "/lib64", "/etc", "/proc")    # read by any Python process
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh")

@@ -38,7 +38,7 @@ from __future__ import annotations
 from percolator_ref import Transaction
 from percolator_ref.model import WriteKind, split_column
 
-from .framework import Exercise, require, said
+from ..framework import Exercise, require, said
 from .trusted import Participant, Scope
 
 exercise = Exercise(

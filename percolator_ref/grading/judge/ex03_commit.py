@@ -22,7 +22,7 @@ from percolator_ref.faults import StoreFailsAt
 from percolator_ref.interceptors import Attachment, attach
 from percolator_ref.step import PREWRITE_STEPS, Step
 
-from .framework import Exercise, outcome, plain, require
+from ..framework import Exercise, outcome, plain, require
 from .protocol_world import (TTL, Once, amounts, is_write, locks, returned, said, show,
                              timeline, value_at, versions_in)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,

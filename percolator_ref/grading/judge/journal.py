@@ -30,7 +30,7 @@ from typing import Any, Optional
 from percolator_ref.step import Step
 from percolator_ref.trace import Change, RowTransactionEvent
 
-from .channel import ProtocolError, decode, encode
+from ..channel import ProtocolError, decode, encode
 from .protocol_world import TABLE
 
 TIMESTAMP, CRASH, STORE_FAILURE = "timestamp", "crash", "store-failure"

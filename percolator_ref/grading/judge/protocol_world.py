@@ -28,8 +28,8 @@ from percolator_ref.model import (DEFAULT_TABLE, Cell, Lock, Write, WriteKind, d
                                   lock_col, split_column, write_col)
 from percolator_ref.step import Step
 
-from .battery import guard
-from .framework import outcome, plain, require, said, show  # noqa: F401 - said: one, re-exported
+from ..battery import guard
+from ..framework import outcome, plain, require, said, show  # noqa: F401 - said: one, re-exported
 
 TTL = 10.0
 TABLE = DEFAULT_TABLE

@@ -20,8 +20,8 @@ from pathlib import Path
 from percolator_ref.viz.recorded import RecordedStepper, recorded_frame
 from percolator_ref.viz.tables import CellTable
 
-from .battery import Report, Result
-from .feedback import escape_text
+from ..battery import Report, Result
+from ..feedback import escape_text
 from .journal import CRASH, apply, from_json
 
 FORMAT = "percolator-counterexample/2"

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from percolator_ref import Transaction
 
-from .framework import Exercise, require, said
+from ..framework import Exercise, require, said
 from .protocol_world import TABLE
 from .trusted import Participant, Scope, protocol_invariants
 

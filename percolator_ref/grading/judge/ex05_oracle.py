@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from percolator_ref.trace import Change, RowTransactionEvent
 
-from .framework import Exercise, Fail, require, said
+from ..framework import Exercise, Fail, require, said
 from .interactive import Counterexample
 from .trusted import TrustedWorld
-from .vdisk import MUTATIONS, ROOT, Disk, serving
+from ..client.vdisk import MUTATIONS, ROOT, Disk, serving
 
 exercise = Exercise(
     5, "timestamp oracle: ranges and a persisted high-water mark",

@@ -39,7 +39,7 @@ from percolator_ref.model import Lock, ack_col, lock_col, notify_col, split_colu
 from percolator_ref.observers import Observer, clear_notification
 from percolator_ref.step import PREWRITE_STEPS, Step
 
-from .framework import Exercise, require, said
+from ..framework import Exercise, require, said
 from .trusted import Participant
 
 exercise = Exercise(

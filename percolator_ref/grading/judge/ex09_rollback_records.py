@@ -39,7 +39,7 @@ from percolator_ref.session import Session
 from percolator_ref.variants import compose
 from percolator_ref.variants.rollback_records import RollbackRecords
 
-from .framework import Exercise, require
+from ..framework import Exercise, require
 from .protocol_world import (TABLE, amounts, is_write, returned, said, show, timeline,
                              value_at, versions_in)
 from .trusted import (Participant, TrustedWorld, history_with, judge_history,

@@ -32,8 +32,8 @@ from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
 from percolator_ref.viz.browser import switch_into
 
-from .channel import ClientGone, ProtocolError, decode, encode
-from .framework import describe_exception, plain
+from ..channel import ClientGone, ProtocolError, decode, encode
+from ..framework import describe_exception, plain
 
 THREAD_STACK = 512 * 1024
 

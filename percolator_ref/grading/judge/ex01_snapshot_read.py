@@ -21,7 +21,7 @@ from percolator_ref.interceptors import attach
 from percolator_ref.model import Cell
 from percolator_ref.step import Step
 
-from .framework import Exercise, outcome, require
+from ..framework import Exercise, outcome, require
 from .protocol_world import (TABLE, Once, amounts, locks, returned, said, show,
                              snapshot_fields, timeline, value_at)
 from .trusted import (Participant, history_with, judge_history, protocol_invariants,

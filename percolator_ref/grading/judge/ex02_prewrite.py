@@ -19,7 +19,7 @@ from __future__ import annotations
 from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
-from .framework import Exercise, outcome, require
+from ..framework import Exercise, outcome, require
 from .protocol_world import (TABLE, Once, amounts, is_write, kind_of, locks, returned, said, show,
                              timeline, value_at)
 from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,

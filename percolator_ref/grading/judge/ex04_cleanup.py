@@ -28,7 +28,7 @@ from percolator_ref.model import Cell
 from percolator_ref.session import Session
 from percolator_ref.step import Step
 
-from .framework import Exercise, outcome, require
+from ..framework import Exercise, outcome, require
 from .protocol_world import (TABLE, TTL, Once, amounts, is_write, locks, returned, said,
                              show, timeline, value_at, versions_in)
 from .trusted import Participant, answered_reads, history_with, judge_history, protocol_invariants, record_intent

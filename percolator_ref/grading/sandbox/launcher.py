@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import privileges
-from .channel import FrameReader, PipeWriter
+from ..channel import FrameReader, PipeWriter
 from .policy import ROOT
-from .sandbox import BOOT
-from .trusted import Hub
+from .child import BOOT
+from ..judge.trusted import Hub
 
 MB = 1 << 20
 NOT_RUN = "not run: "

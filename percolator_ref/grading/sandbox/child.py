@@ -41,12 +41,12 @@ import sys
 import types
 import weakref
 
-from .channel import FrameReader, PipeWriter
-from .clients import ClientHost
-from .framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
+from ..channel import FrameReader, PipeWriter
+from ..client.host import ClientHost
+from ..framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-        "from percolator_ref.grading.sandbox import child_main; child_main()")
+        "from percolator_ref.grading.sandbox.child import child_main; child_main()")
 
 DENIED_EVENTS = frozenset({
     "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty",
@@ -370,8 +370,8 @@ def _run_cell(cell: dict, namespace: dict):
 
 
 def _run(job: dict, report: dict) -> None:
-    from . import exercise as exercise_module
-    from .framework import spec_of
+    from .. import exercise as exercise_module
+    from ..framework import spec_of
     spec = spec_of(exercise_module(job["exercise"]), job["answer"])
     targets = tuple(job.get("hidden") or spec.hidden)   # and their helpers (:mod:`.reach`)
     for target in targets:               # imported while its source is still readable

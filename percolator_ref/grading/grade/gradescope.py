@@ -50,7 +50,7 @@ ROOT="${{PERCOLATOR_AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{PERCOLATOR_PYTHON:-$ROOT/venv/bin/python}}"
 mkdir -p "$ROOT/results"
 cd "$ROOT/source"
-PYTHONPATH="$ROOT/source" exec "$PYTHON" -m percolator_ref.grading.gradescope \\
+PYTHONPATH="$ROOT/source" exec "$PYTHON" -m percolator_ref.grading.grade.gradescope \\
     --root "$ROOT" --exercise {exercise}
 """
 
@@ -73,7 +73,7 @@ def build_autograder(out, exercise: int, repo=None) -> Path:
 
     Raises ValueError for an exercise number the kit does not have.
     """
-    from . import MODULES
+    from .. import MODULES
     from .grader import ROOT
     if isinstance(exercise, bool) or exercise not in MODULES:
         raise ValueError(f"exercise must be one of {sorted(MODULES)}, got {exercise!r}")
@@ -111,7 +111,7 @@ def run(root, exercise: int, limits=None) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m percolator_ref.grading.gradescope",
+    parser = argparse.ArgumentParser(prog="python -m percolator_ref.grading.grade.gradescope",
                                      description="Grade one Gradescope submission.")
     parser.add_argument("--root", default="/autograder", help="the autograder tree")
     parser.add_argument("--exercise", type=int, required=True, help="the assignment's exercise")

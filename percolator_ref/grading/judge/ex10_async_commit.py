@@ -35,7 +35,7 @@ from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
-from .framework import Exercise, require
+from ..framework import Exercise, require
 from .protocol_world import TABLE, amounts, returned, said, timeline
 from .trusted import Participant, answered_reads, TrustedWorld, history_with, judge_history, record_intent
 

@@ -75,8 +75,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .battery import BudgetExceeded
-from .framework import Fail
+from ..battery import BudgetExceeded
+from ..framework import Fail
 from .trusted import CheckTimeout, Violation
 
 

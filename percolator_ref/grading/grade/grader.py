@@ -27,15 +27,15 @@ from pathlib import Path
 
 import nbformat
 
-from . import exercise as exercise_module
+from .. import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
-from .battery import Result
-from .feedback import escape_text, indent_lines, unreadable
-from .framework import spec_of
+from ..battery import Result
+from ..feedback import escape_text, indent_lines, unreadable
+from ..framework import spec_of
 from .generate import exercise_number
-from .interactive import run_trusted
-from .launcher import GRACE_SECONDS, MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
-from .policy import ROOT, private_roots, read_policy
+from ..judge.interactive import run_trusted
+from ..sandbox.launcher import GRACE_SECONDS, MB, NOT_RUN, SETUP_SECONDS, InteractiveChild, Limits
+from ..sandbox.policy import ROOT, private_roots, read_policy
 from .results import gradescope, write_csv  # noqa: F401 - re-exported (gradescope.py)
 
 EXERCISES = ROOT / "exercises"
@@ -241,7 +241,7 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
 def longest_notebook() -> float:
     """The most seconds one notebook's grade may take: each check past its limit, then a
     fresh child for the next one (:data:`SETUP_SECONDS`, :data:`.launcher.GRACE_SECONDS`)."""
-    from . import MODULES
+    from .. import MODULES
     specs = [exercise_module(n).exercise for n in MODULES]
     return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit for s in specs)
 

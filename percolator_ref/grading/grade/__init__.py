@@ -1,0 +1,1 @@
+"""``percolator grade``: the grader, its read policy, results, submissions, answers, generation."""

@@ -1,0 +1,1 @@
+"""The trusted side: the world that owns every piece of state, the checks, their verdicts."""
