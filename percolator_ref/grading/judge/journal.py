@@ -43,8 +43,9 @@ MAX_STEP_NAME = 64
 def step_name(step) -> str:
     """A row transaction's step as the journal keeps it: ``step`` if it is a step name (a
     paper's step, or a variant's such as ``"one-pc"``, declared or not in this process:
-    lower-case words joined by ``-``), else ``"row-transaction"``. A client names its
-    steps; a name that is no step name (an escape, a huge string) is not kept."""
+    lower-case words joined by ``-``, ``_``, ``:`` or ``.``), else ``"row-transaction"``.
+    A client names its steps; a name that is no step name (an escape, a huge string) is
+    not kept."""
     if isinstance(step, str) and len(step) <= MAX_STEP_NAME and STEP_NAME.match(step):
         return step
     return Step.ROW_TRANSACTION.value
