@@ -218,7 +218,7 @@ def flooded(steps: int):
 def test_a_flood_of_steps_over_a_full_store_keeps_the_journal_small():
     """1,000 steps after 1,600 cells were written: the journal keeps what each step changed,
     not the store after it. The 1,000 steps hold well under 1 KiB each (a copy of the
-    store's cells per step held about 200 kB each)."""
+    store's cells per step held about 700 kB each, measured the same way)."""
     _, few = flooded(1)
     _, many = flooded(1001)
     per_step = (many - few) / 1000
