@@ -52,7 +52,7 @@ PACKAGE = "percolator_ref"
 EXTRA_REFERENCE_MODULES = (
     "percolator_ref.workloads.tpce.transactions",   # exercise 7's side table and aggregation
     "percolator_ref.grading.demos",                 # exercise 1's demo reader, right but once
-    "percolator_ref.grading.judge.ex09_rollback_records",  # LatePrimary: exercise 3's commit, reordered
+    "percolator_ref.grading.client.ex09_rollback_records",  # LatePrimary: exercise 3's commit, reordered
     "percolator_ref.variants.lock_ttl",             # settle(): exercise 4's roll forward or back
 )
 # Copied as they are (besides the package): folder -> the files of it that ship.

@@ -543,13 +543,15 @@ def test_forged_answers_with_a_write_skew_withdraw_score_zero(name, tmp_path):
 
 def test_the_old_scenario_runner_attack_gains_nothing_on_exercise_8(tmp_path):
     """Replacing the scenario runner and the verdicts in the child (full marks before the
-    trusted world) now changes nothing: the write skew fails every family of interleavings,
-    as it does without the attack."""
+    trusted world) gains nothing: the write skew fails every family of interleavings, as it
+    does without the attack. Since the child loads only the exercise's roles (issue 27), it
+    has no ``battery`` to patch: the attack's own import is refused, so its answer cell fails."""
     path = student_notebook(tmp_path / "old.ipynb", 8, SKEW_WITHDRAW + OLD_RUNNER_ATTACK)
     g = grade(path, limits=Limits())
     failed = {r.name for r in g.checks if not r.passed}
     families = {r.name for r in g.checks if r.name.startswith("every")}
-    assert families and failed == families, g.summary()
+    assert families and families <= failed, g.summary()
+    assert any("grading/battery.py is refused" in p for p in g.problems), g.summary()
 
 
 # -- percolator replay: no terminal escape from a counterexample reaches the terminal -------------

@@ -467,7 +467,8 @@ def test_a_crashed_trusted_client_has_closed_its_record_before_the_world_goes_on
     thread; the unwinding is slowed here so that the race, were it back, is always lost."""
     import time
     from percolator_ref.checking import checker
-    from percolator_ref.grading.judge.trusted import Participant, TrustedWorld
+    from percolator_ref.grading.judge.participants import Participant
+    from percolator_ref.grading.judge.trusted import TrustedWorld
     from percolator_ref.model import TxStatus
 
     real_finish = checker.History.finish

@@ -71,7 +71,7 @@ def test_the_async_world_raises_max_ts_before_it_serves_a_read():
 # -- a grade never depends on thread timing ----------------------------------------------------
 
 def _grader_writer(answers, timestamps=(), crashed=False):
-    from percolator_ref.grading.judge.trusted import Client
+    from percolator_ref.grading.judge.participants import Client
     return Client(1, "W", "trusted", crashable=True, timestamps=list(timestamps),
                   answers=list(answers), crashed=crashed)
 

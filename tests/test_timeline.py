@@ -6,8 +6,8 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from percolator_ref import Cluster, ManualClock  # noqa: E402
-from percolator_ref.viz.timeline import (COMMIT_MARKER, START_MARKER, plot_timeline,  # noqa: E402
-                                         timeline_rows)
+from percolator_ref.viz.timeline import (COMMIT_MARKER, START_MARKER, commit_marks,  # noqa: E402
+                                         plot_timeline, timeline_rows)
 
 
 def figure3_history():
@@ -37,7 +37,7 @@ def test_every_committed_writer_gets_a_commit_mark_and_a_read_only_one_says_so()
     ax = plot_timeline(records, labels={"T5": "T3"})
     commits = [line for line in ax.lines if line.get_marker() == COMMIT_MARKER]
     starts = [line for line in ax.lines if line.get_marker() == START_MARKER]
-    assert sorted(line.get_xdata()[0] for line in commits) == [3, 4]
+    assert sorted(line.get_xdata()[0] for line in commits) == [3, 4] == sorted(commit_marks(ax))
     assert len(starts) == len(records)
     assert all(line.get_markerfacecolor() == "white" for line in starts)   # open squares
     assert [t.get_text() for t in ax.texts][::-1] == [r.text for r in rows]
@@ -48,3 +48,20 @@ def test_timeline_refuses_bad_labels_and_an_empty_history():
         timeline_rows(figure3_history(), labels=["T1"])
     with pytest.raises(ValueError, match="records"):
         plot_timeline([])
+
+
+def test_without_matplotlib_the_same_marks_are_shown_as_svg(monkeypatch):
+    """The browser site has no matplotlib: plot_timeline shows an SVG drawing instead."""
+    import re
+    import sys
+    shown = []
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setattr("IPython.display.display", shown.append)
+    records = figure3_history()
+    drawing = plot_timeline(records, labels={"T5": "T3"}, title="Figure 3 <again>")
+    assert shown == [drawing] and drawing.commit_marks == [3, 4] == commit_marks(drawing)
+    svg = drawing._repr_svg_()
+    circles = [int(x) for x in re.findall(r'<circle class="commit" cx="(\d+)"', svg)]
+    assert circles == [drawing.x(3), drawing.x(4)]
+    assert svg.count('class="start"') == len(records) and "Figure 3 &lt;again&gt;" in svg
+    assert all(r.text in svg for r in timeline_rows(records, labels={"T5": "T3"}))

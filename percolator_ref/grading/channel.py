@@ -239,6 +239,9 @@ _CLIENT_OPS = {
 SCHEDULED = frozenset({"row", "ts"})
 LOCK_SERVICE_CALLS = frozenset({"register", "heartbeat", "crash", "release", "is_alive", "status"})
 DISK_CALLS = frozenset({"stat", "read", "list", "open", "put", "replace", "remove", "sync", "stray"})
+DISK_MUTATIONS = frozenset({"open", "put", "replace", "remove"})   # each a crash point
+DISK_ROOT = "/oracle-disk"    # the virtual disk's directory (exists nowhere): client.vdisk, judge.disk
+DISK_MAX_FILE = 4096          # characters in one file of the virtual disk
 
 
 def check_client_message(msg) -> dict:

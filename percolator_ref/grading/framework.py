@@ -3,11 +3,19 @@
 How to write an exercise
 ========================
 
-An exercise module ``percolator_ref/grading/exNN_<name>.py`` defines one
-:class:`Exercise` called ``exercise``; :data:`percolator_ref.grading.MODULES`
-maps ``NN`` to the module. Everything else is found from that object.
-``ex05_oracle.py`` is a worked example (a world of its own with a disk),
-``ex01_snapshot_read.py`` one with families of schedules.
+An exercise is two modules of one name, ``exNN_<name>.py``, on the two sides
+of the trust line (:mod:`percolator_ref.grading`'s docstring):
+
+- ``client/exNN_<name>.py`` defines one :class:`Exercise` called ``exercise``
+  (the spec, 1.) and registers its roles (2.); the sandboxed child imports it
+  (:func:`percolator_ref.grading.roles`) and nothing of the judge;
+- ``judge/exNN_<name>.py`` imports that ``exercise`` and registers its checks
+  (3.) on it; the grader and the self-check import it
+  (:func:`percolator_ref.grading.exercise`).
+
+:data:`percolator_ref.grading.MODULES` maps ``NN`` to the name. Everything else
+is found from that object. ``ex05_oracle`` is a worked example (a world of its
+own with a disk), ``ex01_snapshot_read`` one with families of schedules.
 
 1. **The spec.** ::
 
@@ -23,7 +31,7 @@ maps ``NN`` to the module. Everything else is found from that object.
    - ``graded``: what the student's answer cells must define *themselves*.
      ``{"Cls": ("m1", "m2")}`` means a ``class Cls`` whose body has ``def m1``
      and ``def m2``; ``{"fn": ()}`` means a top-level ``def fn``. The grader
-     (:mod:`.answers`) rejects, before running anything, a name that is
+     (:mod:`.grade.answers`) rejects, before running anything, a name that is
      imported or assigned instead of defined, a class that inherits a graded
      method, and a graded body that only delegates (``return super().m(...)``,
      ``return Reference.m(self, ...)``, a call of the reference function).
@@ -44,14 +52,14 @@ maps ``NN`` to the module. Everything else is found from that object.
 2. **Roles** (``@exercise.role(name)``: ``fn(answer, cluster, *args)``) build a
    *client* from the student's answer. A role runs where the client runs (the
    sandbox when grading, the notebook's kernel in its self-check) on a proxy
-   cluster (:mod:`.clients`): every row transaction, timestamp and
+   cluster (:mod:`.client.host`): every row transaction, timestamp and
    lock-service call is a message to the grader's world. Roles hold no
    verdict: what a client answers is only ever compared with the world's own
    record.
 
 3. **Checks** (``@exercise.check(title, params=..., limit=seconds)``) register
    ``fn(trial, p)``, which runs in the grader. ``trial.world()`` is a
-   :class:`~.trusted.TrustedWorld`: the grader's own cluster (Bigtable, oracle,
+   :class:`~.judge.trusted.TrustedWorld`: the grader's own cluster (Bigtable, oracle,
    lock service, manual clock) whose past the check writes cell by cell
    (``w.committed``, ``w.locked``, ``w.commit_point``, ``w.crash``).
    ``c = w.client(role, *args)`` spawns a student client and serves it until it
@@ -61,9 +69,9 @@ maps ``NN`` to the module. Everything else is found from that object.
    that record and the clients' answers, with :func:`require`, in ONE sentence
    that names the rule of the protocol that was broken, in the paper's terms,
    with this run's numbers. ``trial.explore(family, judge)`` runs every
-   schedule of a family of :class:`~.trusted.Participant` s within the bounds
-   of :mod:`.schedules` (crashes included) and raises the shortest failing one
-   as a counterexample (:mod:`.replay`).
+   schedule of a family of :class:`~.judge.participants.Participant` s within the bounds
+   of :mod:`.judge.schedules` (crashes included) and raises the shortest failing one
+   as a counterexample (:mod:`.judge.replay`).
 
    - ``params(rng) -> dict`` runs in the grader with a ``random.Random`` seeded
      by a secret drawn for each grading run (a fixed seed in the notebook's
@@ -80,12 +88,12 @@ maps ``NN`` to the module. Everything else is found from that object.
      covered every class it names, in order, under every secret.
    - ``limit``: seconds the check may take; past it the check fails alone
      (``percolator grade`` gives a notebook the sum of its checks' limits plus
-     :data:`.launcher.SETUP_SECONDS`).
+     :data:`.sandbox.launcher.SETUP_SECONDS`).
 
    The notebook's check cell runs the same checks and schedules in-process
-   (:func:`.interactive.self_check`, not trusted); ``percolator grade`` runs
-   the clients in the sandbox (:mod:`.sandbox`) and the world in the grader
-   (:mod:`.grader`).
+   (:func:`.judge.interactive.self_check`, not trusted); ``percolator grade`` runs
+   the clients in the sandbox (:mod:`.sandbox.child`) and the world in the grader
+   (:mod:`.grade.grader`).
 
 4. **The catalogue of wrong answers** lives in ``tests/wrong_answers/exNN_*.py``
    as ``WRONG = {"what the student got wrong": '''<answer cell source>'''}``,
@@ -131,7 +139,8 @@ def require(condition, feedback: str) -> None:
 
 @dataclass(frozen=True)
 class TrustedCheck:
-    """A check run by the trusted world (:mod:`.trusted`): ``fn(trial, p)`` raises :class:`Fail`.
+    """A check run by the trusted world (:mod:`.judge.trusted`): ``fn(trial, p)`` raises
+    :class:`Fail`.
 
     ``limit``: seconds this check may take (the notebook's limit is their sum).
     """
@@ -161,7 +170,7 @@ class Exercise:
               classes: tuple = ()) -> Callable:
         """Decorator: ``fn(trial, p)`` is check ``name``, run and judged by the trusted world.
 
-        The title is written once, here. ``trial`` (:class:`.interactive.Trial`)
+        The title is written once, here. ``trial`` (:class:`.judge.interactive.Trial`)
         builds worlds whose clients run the student's code elsewhere.
         ``classes``: the value classes it covers, every one under every secret.
         """

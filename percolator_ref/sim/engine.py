@@ -24,7 +24,8 @@ import threading
 from typing import Callable, Optional
 
 from ..services.clock import ManualClock
-from ..viz.browser import IN_BROWSER, gc_paused, switch_into
+from ..greenlets import gc_paused, switch_into
+from ..viz.browser import IN_BROWSER
 
 STALL_SECONDS = 120.0        # real seconds without a simulated event: something deadlocked
 
@@ -187,7 +188,7 @@ class GreenletCarrier:
         pass
 
     def run(self) -> None:
-        with gc_paused(IN_BROWSER):              # Pyodide: see viz.browser.gc_paused
+        with gc_paused(IN_BROWSER):              # Pyodide: see greenlets.gc_paused
             self.loop_until_done()
 
     def loop_until_done(self) -> None:

@@ -2,6 +2,8 @@
 
 - :class:`CellTable`: Bigtable drawn as in the paper's Figure 4 (HTML and text);
 - :class:`Table`: a small deterministic result table for notebooks;
+- :func:`table`: evidence rows as a pandas DataFrame, or as a :class:`Table` where pandas
+  is missing (the browser site);
 - :class:`Stepper` / :class:`Frame`: transactions under a deterministic
   scheduler, one single-row Bigtable transaction per frame;
 - :class:`StepperWidget` (``stepper.widget()``): Step, Back, Reset, Crash client;
@@ -17,7 +19,7 @@ from .scenarios import (figure4_setup, figure4_stepper, observer_race_stepper, o
                         slow_holder_stepper, transfer, two_transfers_stepper)
 from .recorded import RecordedFrame, RecordedStepper
 from .stepper import Frame, Stepper, scan_everything
-from .tables import CellTable, Table, format_value
+from .tables import CellTable, Table, format_value, show_whole_text, table
 from .timeline import plot_timeline
 
 
@@ -28,7 +30,7 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["Predict", "Reveal", "CellTable", "Table", "format_value", "Frame", "Stepper", "StepperWidget",
+__all__ = ["Predict", "Reveal", "CellTable", "Table", "table", "show_whole_text", "format_value", "Frame", "Stepper", "StepperWidget",
            "RecordedFrame", "RecordedStepper",
            "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
            "two_transfers_stepper", "slow_holder_stepper", "oracle_race_stepper",

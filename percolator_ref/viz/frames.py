@@ -13,21 +13,36 @@ a student can filter, group and plot it with pandas:
 - :func:`crash_frame`: crash a transaction at every crash point and tabulate
   what a later reader had to clean up and what it saw.
 
-pandas is imported here only: the protocol modules stay free of it.
+pandas is imported here only (when a ``*_frame`` function runs): the protocol modules stay
+free of it. :func:`history_rows`, :func:`trace_rows`, :func:`stepper_rows`,
+:func:`hermitage_rows` and :func:`schedule_rows` give the same rows as plain dicts,
+for code that must also run where pandas is missing (the browser site; show them with
+:func:`percolator_ref.viz.table`).
 """
 from __future__ import annotations
 
 from typing import Callable, Iterable, Optional
-
-import pandas as pd
 
 from ..checking.checker import History, TxnRecord
 from ..errors import ClientCrash
 from ..model import DEFAULT_TABLE
 from ..step import CRASH_POINTS
 from ..trace import RowTransactionEvent
+from .tables import installed_pandas
 
 # -- transactions, traces, Hermitage and crashes (notebooks 01-03) -----------------------
+
+
+
+def pandas_module():
+    """pandas, for the ``*_frame`` functions; a clear error where it is not installed."""
+    pandas = installed_pandas()
+    if pandas is None:
+        raise ModuleNotFoundError("the *_frame functions need pandas, which is not installed "
+                                  "here (the browser site): use trace_rows / stepper_rows "
+                                  "and percolator_ref.viz.table", name="pandas")
+    return pandas
+
 
 HISTORY_COLUMNS = ["client", "start_ts", "commit_ts", "status", "reads", "writes"]
 TRACE_COLUMNS = ["seq", "client", "table", "row", "step", "reads", "changes", "note"]
@@ -66,7 +81,7 @@ def write_text(cell, kind: str, value) -> str:
     return f"{cell}=(deleted)" if kind == "DELETE" else f"{cell}={value}"
 
 
-def history_frame(history_or_records) -> pd.DataFrame:
+def history_frame(history_or_records) -> "pandas.DataFrame":
     """One row per transaction: client, start_ts, commit_ts, status, reads, writes.
 
     ``history_or_records``: ``cluster.history``, a Cluster, or TxnRecords. ``reads``
@@ -76,12 +91,17 @@ def history_frame(history_or_records) -> pd.DataFrame:
     not take one; ``status`` is as recorded (``committed``, ``aborted``,
     ``crashed``, ``unknown``, ``open``).
     """
-    rows = [(r.client, r.start_ts, r.commit_ts, r.status,
-             tuple(read_text(*read) for read in r.reads),
-             tuple(write_text(*write) for write in r.writes))
-            for r in history_records(history_or_records)]
-    frame = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+    frame = pandas_module().DataFrame(history_rows(history_or_records), columns=HISTORY_COLUMNS)
     return frame.astype({"start_ts": "int64", "commit_ts": "Int64"})
+
+
+def history_rows(history_or_records) -> list:
+    """:func:`history_frame`'s rows as dicts keyed by its columns (``commit_ts`` None where
+    the frame shows ``<NA>``; no pandas needed)."""
+    return [dict(zip(HISTORY_COLUMNS, (r.client, r.start_ts, r.commit_ts, r.status,
+                                       tuple(read_text(*read) for read in r.reads),
+                                       tuple(write_text(*write) for write in r.writes))))
+            for r in history_records(history_or_records)]
 
 
 def change_text(change) -> str:
@@ -105,7 +125,7 @@ def trace_events(events) -> list:
     return flat
 
 
-def trace_frame(events) -> pd.DataFrame:
+def trace_frame(events) -> "pandas.DataFrame":
     """One row per row transaction: seq, client, table, row, step, reads, changes, note.
 
     ``events``: what ``cluster.tracer.record()`` collected, or stepper Frames.
@@ -114,24 +134,36 @@ def trace_frame(events) -> pd.DataFrame:
     step; ``reads`` is a tuple of the physical columns read, ``changes`` a
     tuple of ``"write bal:lock@7"`` / ``"erase bal:lock@7"``.
     """
-    rows = [(e.seq, e.client, e.table, e.row, str(e.step), tuple(e.reads),
-             tuple(change_text(c) for c in e.changes), e.note) for e in trace_events(events)]
-    return pd.DataFrame(rows, columns=TRACE_COLUMNS).astype({"seq": "int64"})
+    return pandas_module().DataFrame(trace_rows(events), columns=TRACE_COLUMNS
+                                     ).astype({"seq": "int64"})
 
 
-def stepper_frame(frames) -> pd.DataFrame:
+def trace_rows(events) -> list:
+    """:func:`trace_frame`'s rows as dicts keyed by its columns (no pandas needed)."""
+    return [dict(zip(TRACE_COLUMNS, (e.seq, e.client, e.table, e.row, str(e.step),
+                                     tuple(e.reads), tuple(change_text(c) for c in e.changes),
+                                     e.note)))
+            for e in trace_events(events)]
+
+
+def stepper_frame(frames) -> "pandas.DataFrame":
     """One row per stepper frame: frame, who moved, its step(s), the note, the clock (s).
 
     ``frames``: ``stepper.frames`` (or a slice of it). A crash frame has step
     ``"crash"``; the initial frame has no ``who``.
     """
+    return pandas_module().DataFrame(stepper_rows(frames), columns=STEPPER_COLUMNS)
+
+
+def stepper_rows(frames) -> list:
+    """:func:`stepper_frame`'s rows as dicts keyed by its columns (no pandas needed)."""
     rows = []
     for f in frames:
         if not hasattr(f, "events") or not hasattr(f, "note"):
             raise TypeError(f"frames must hold stepper Frames, got {type(f).__name__}")
         steps = " ".join(str(e.step) for e in f.events) or f.action
-        rows.append((f.index, f.actor, steps, f.note, f.clock))
-    return pd.DataFrame(rows, columns=STEPPER_COLUMNS)
+        rows.append(dict(zip(STEPPER_COLUMNS, (f.index, f.actor, steps, f.note, f.clock))))
+    return rows
 
 
 def hermitage_results(results) -> list:
@@ -153,7 +185,7 @@ def moves_text(result, txn: str) -> str:
     return "; ".join(f"{i}. {m}" for i, m in enumerate(result.schedule, 1) if m.txn == txn)
 
 
-def hermitage_frame(results) -> pd.DataFrame:
+def hermitage_frame(results) -> "pandas.DataFrame":
     """One row per Hermitage scenario, its transactions side by side.
 
     Columns: ``name``, ``anomaly``; ``T1``, ``T2``, ``T3``: each transaction's
@@ -164,31 +196,43 @@ def hermitage_frame(results) -> pd.DataFrame:
     ``checker_ok``: the history passed the snapshot-isolation checker;
     ``reason``: one line, with the run's timestamps.
     """
+    return pandas_module().DataFrame(hermitage_rows(results), columns=HERMITAGE_COLUMNS)
+
+
+def hermitage_rows(results) -> list:
+    """:func:`hermitage_frame`'s rows as dicts keyed by its columns (no pandas needed)."""
     rows = []
     for r in hermitage_results(results):
         commits = r.details.get("commits", {})
         committed = ", ".join(f"{t} {'yes' if commits.get(t) is True else 'no'}"
                               for t in r.transactions)
-        rows.append((r.name, r.anomaly, moves_text(r, "T1"), moves_text(r, "T2"),
-                     moves_text(r, "T3"), committed, r.expected, r.observed, r.history_ok,
-                     r.reason))
-    return pd.DataFrame(rows, columns=HERMITAGE_COLUMNS)
+        rows.append(dict(zip(HERMITAGE_COLUMNS, (
+            r.name, r.anomaly, moves_text(r, "T1"), moves_text(r, "T2"), moves_text(r, "T3"),
+            committed, r.expected, r.observed, r.history_ok, r.reason))))
+    return rows
 
 
-def schedule_frame(result) -> pd.DataFrame:
+def schedule_frame(result) -> "pandas.DataFrame":
     """One Hermitage scenario as a side-by-side schedule: one row per move, in order.
 
     Columns are the scenario's transactions (``T1``, ``T2`` and maybe ``T3``);
     the mover's column holds ``"get 1 -> 10"`` / ``"commit -> aborted: ..."``,
     the others are empty. The index (``step``) counts moves from 1.
     """
-    if not hasattr(result, "schedule"):
-        raise TypeError(f"result must be a HermitageResult, got {type(result).__name__}")
-    names = result.transactions
-    rows = [[str(m) if m.txn == name else "" for name in names] for m in result.schedule]
-    frame = pd.DataFrame(rows, columns=names, index=range(1, len(rows) + 1))
+    rows = schedule_rows(result)
+    frame = pandas_module().DataFrame([{n: row[n] for n in result.transactions} for row in rows],
+                                      index=[row["step"] for row in rows])
     frame.index.name = "step"
     return frame
+
+
+def schedule_rows(result) -> list:
+    """:func:`schedule_frame`'s rows as dicts: ``step`` (from 1), then one key per
+    transaction (no pandas needed)."""
+    if not hasattr(result, "schedule"):
+        raise TypeError(f"result must be a HermitageResult, got {type(result).__name__}")
+    return [{"step": i, **{name: str(m) if m.txn == name else "" for name in result.transactions}}
+            for i, m in enumerate(result.schedule, 1)]
 
 
 def crash_points(writes: int) -> list:
@@ -249,7 +293,7 @@ def crash_run(make_cluster: Callable, cells: list, values: list, point) -> tuple
 
 
 def crash_frame(make_cluster: Callable, writes: dict, points: Optional[Iterable] = None
-                ) -> pd.DataFrame:
+                ) -> "pandas.DataFrame":
     """Crash a transaction writing ``writes`` at each crash point; a reader then resolves it.
 
     ``make_cluster()``: a fresh cluster holding the initial data (called once
@@ -272,5 +316,5 @@ def crash_frame(make_cluster: Callable, writes: dict, points: Optional[Iterable]
     rows = [crash_run(make_cluster, cells, values, p) for p in points]
     names = [f"{row}.{column}" if table == DEFAULT_TABLE else f"{table}/{row}.{column}"
              for row, column, table in cells]
-    frame = pd.DataFrame(rows, columns=CRASH_COLUMNS + names)
+    frame = pandas_module().DataFrame(rows, columns=CRASH_COLUMNS + names)
     return frame.astype({"commit_ts": "Int64"})

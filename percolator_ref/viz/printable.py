@@ -3,7 +3,7 @@
 :func:`escape_text` turns every control, format (bidirectional), separator or
 unassigned character into a visible ``\\x1b``-style escape. Anything that
 shows a value someone else chose (a student's answer, a counterexample file) in a
-terminal goes through it: the grading reports (:mod:`percolator_ref.grading.feedback`)
+terminal goes through it: the grading reports (:mod:`percolator_ref.grading.grade.feedback`)
 and the text form of the kit's tables (:mod:`.tables`), which
 ``percolator replay`` prints.
 """

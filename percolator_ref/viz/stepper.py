@@ -41,7 +41,7 @@ import greenlet
 from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate, attach
-from .browser import switch_into
+from ..greenlets import switch_into
 from .tables import CellTable
 
 

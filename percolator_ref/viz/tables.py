@@ -275,3 +275,58 @@ class Table:
 
     def __len__(self):
         return len(self.rows)
+
+
+def installed_pandas():
+    """The ``pandas`` module, or ``None`` where it is not installed (the browser site)."""
+    try:
+        import pandas
+    except ImportError:
+        return None
+    return pandas
+
+
+def show_whole_text() -> None:
+    """Let pandas show every cell's text whole (``display.max_colwidth`` None).
+
+    Without pandas it does nothing: a plain :class:`Table` never shortens a cell."""
+    pandas = installed_pandas()
+    if pandas is not None:
+        pandas.set_option("display.max_colwidth", None)
+
+
+def table(rows: Iterable, columns: Optional[list] = None, index=None):
+    """Evidence as a table: a pandas DataFrame where pandas is installed (JupyterLab, the
+    venv), the same rows as a plain :class:`Table` where it is not (the browser site).
+
+    ``rows``: dicts (their keys are the columns) or sequences (give ``columns``).
+    ``columns``: the columns to show, in order (default: the first row's keys).
+    ``index``: one of the columns (or a list of them), shown first; the DataFrame is
+    indexed by it.
+    A DataFrame column of whole numbers with ``None`` among them is ``Int64`` (``<NA>``).
+    """
+    rows = list(rows)
+    if columns is None:
+        if rows and not isinstance(rows[0], dict):
+            raise ValueError("columns must name the columns of rows that are not dicts")
+        columns = list(rows[0]) if rows else []
+    columns = list(columns)
+    keys = [] if index is None else [index] if isinstance(index, str) else list(index)
+    if not set(keys) <= set(columns) or (index is not None and not keys):
+        raise ValueError(f"index must be one of the columns {columns} (or a list of them), "
+                         f"got {index!r}")
+    shown = keys + [c for c in columns if c not in keys]
+    if any(isinstance(row, dict) and not set(shown) <= row.keys() for row in rows):
+        bad = next(row for row in rows if isinstance(row, dict) and not set(shown) <= row.keys())
+        raise ValueError(f"rows must hold every column {shown}, got {bad!r}")
+    records = [row if isinstance(row, dict) else dict(zip(columns, row)) for row in rows]
+    pandas = installed_pandas()
+    if pandas is None:
+        return Table(shown, records)
+    frame = pandas.DataFrame(records, columns=columns)
+    for column in columns:            # whole numbers with gaps: 9 and <NA>, not 9.0 and NaN
+        values = [row[column] for row in records if row[column] is not None]
+        if len(values) < len(records) and values and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in values):
+            frame[column] = frame[column].astype("Int64")
+    return frame.set_index(keys if len(keys) > 1 else keys[0]) if keys else frame

@@ -4,7 +4,7 @@ In the grading sandbox the student's code holds no state of its own: a
 :class:`ProxyCluster` has the attributes a
 :class:`~percolator_ref.Transaction` uses (``bigtable``, ``oracle``,
 ``lockservice``, ``clock``), and every call on them is one message to the
-trusted world (:mod:`.trusted`), which executes it against its own store and
+trusted world (:mod:`..judge.trusted`), which executes it against its own store and
 records it. A :class:`ClientHost` runs each client of the world in a thread (or,
 where threads cannot start, as under Pyodide, in a greenlet):
 ``spawn`` builds it with a *role* of the exercise (a function of the answer and
@@ -30,7 +30,7 @@ from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
-from percolator_ref.viz.browser import switch_into
+from percolator_ref.greenlets import switch_into
 
 from ..channel import ClientGone, ProtocolError, decode, encode
 from ..framework import describe_exception, plain

@@ -1,13 +1,13 @@
 """A disk owned by the trusted world, reached from a client's ordinary file calls.
 
 Exercise 5's oracle keeps its mark in a file. During grading the file lives in
-the grader's world (:class:`Disk`), not in the sandbox: paths under
-:data:`ROOT` (a directory that exists nowhere) are virtual, and while a client
+the grader's world (:class:`~percolator_ref.grading.judge.disk.Disk`), not in the
+sandbox: paths under :data:`~..channel.DISK_ROOT` (a directory that exists nowhere) are virtual, and while a client
 of the world runs a call (:func:`serving`), ``open``/``io.open``,
 ``os.open``/``write``/``read``/``close``/``fsync``, ``os.replace``/``rename``,
 ``os.remove``/``unlink``, ``os.stat``/``lstat`` (so ``os.path.exists``),
 ``os.listdir`` and ``os.mkdir`` on them become ``disk`` messages to the world
-(:mod:`.channel`); in a notebook, IPython's own ``open`` (which wraps
+(:mod:`..channel`); in a notebook, IPython's own ``open`` (which wraps
 ``io.open``) is routed too. Every other path goes to the real call unchanged. A write
 reaches the disk when the file is flushed or closed (``os.write``: at once),
 as one ``put`` of the file's whole content; opening for writing truncates or
@@ -30,10 +30,9 @@ import sys
 import threading
 from typing import Optional
 
-ROOT = "/oracle-disk"
-MUTATIONS = frozenset({"open", "put", "replace", "remove"})
+from ..channel import DISK_MAX_FILE, DISK_ROOT
+
 FD_BASE = 1 << 20
-MAX_FILE = 4096
 _local = threading.local()
 _real: dict = {}
 _fds: dict = {}
@@ -72,7 +71,7 @@ def virtual(path) -> Optional[str]:
     if not isinstance(p, str) or not p.startswith("/"):
         return None
     p = posixpath.normpath(p)
-    return p if p == ROOT or p.startswith(ROOT + "/") else None
+    return p if p == DISK_ROOT or p.startswith(DISK_ROOT + "/") else None
 
 
 def call(fn: str, path: str, to=None, data=None, mode=None):
@@ -135,7 +134,7 @@ class VirtualFile(io.IOBase):
             self.pos = len(self.content)
         self.content = self.content[:self.pos] + text + self.content[self.pos + len(text):]
         self.pos += len(text)
-        if len(self.content) > MAX_FILE:
+        if len(self.content) > DISK_MAX_FILE:
             raise OSError(errno.EFBIG, "the oracle's state file is limited to 4 KiB", self.path)
         self.dirty = True
         return len(data)
@@ -180,10 +179,10 @@ class VirtualFile(io.IOBase):
 
 
 class DirectoryHandle:
-    """``os.open(ROOT)``: a descriptor of the disk's directory, for ``os.fsync`` after a rename."""
+    """``os.open(DISK_ROOT)``: a descriptor of the disk's directory, for ``os.fsync`` after a rename."""
 
     def __init__(self):
-        self.path, self.closed = ROOT, False
+        self.path, self.closed = DISK_ROOT, False
         self.fd = FD_BASE + len(_fds)
         _fds[self.fd] = self
 
@@ -194,7 +193,7 @@ class DirectoryHandle:
         self.closed = True
 
     def read(self, n=-1):
-        raise IsADirectoryError(errno.EISDIR, "Is a directory", ROOT)
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", DISK_ROOT)
 
     write = read
 
@@ -229,7 +228,7 @@ def _os_open(path, flags, mode=0o777, *, dir_fd=None):
         if getattr(_local, "request", None) is not None and flags & (os.O_WRONLY | os.O_RDWR):
             call("stray", str(os.fspath(path)))
         return _real["os.open"](path, flags, mode, dir_fd=dir_fd)
-    if p == ROOT:
+    if p == DISK_ROOT:
         if flags & (os.O_WRONLY | os.O_RDWR):
             raise IsADirectoryError(errno.EISDIR, "Is a directory", p)
         return DirectoryHandle().fd
@@ -297,7 +296,7 @@ def _stat(p):
 
 
 def _mkdir(p):
-    if p == ROOT:
+    if p == DISK_ROOT:
         raise FileExistsError(errno.EEXIST, "File exists", p)
     raise PermissionError(errno.EACCES, "the oracle's disk has no directories", p)
 
@@ -323,83 +322,3 @@ def install() -> None:
         os.stat, os.lstat = _one_path("stat", _stat), _one_path("lstat", _stat)
         os.listdir = _one_path("listdir", lambda p: call("list", p))
         os.mkdir = _one_path("mkdir", _mkdir)
-
-
-# -- world side ----------------------------------------------------------------------------
-
-class Disk:
-    """The world's disk: ``{name: text}`` in the flat directory :data:`ROOT`.
-
-    ``apply(fn, path, to, data, mode)`` -> the reply (an ``{"errno"}`` dict on an
-    error). ``mutations`` counts the calls that change it (each a crash point).
-    """
-
-    def __init__(self):
-        self.files: dict = {}
-        self.mutations = 0
-        self.strays: list = []
-
-    def name(self, path: str) -> Optional[str]:
-        if path == ROOT:
-            return ""
-        if not path.startswith(ROOT + "/") or len(path) > 200:
-            return None
-        name = path[len(ROOT) + 1:]
-        return name if name and "/" not in name and name not in (".", "..") else None
-
-    def apply(self, fn: str, path: str, to=None, data=None, mode=None):
-        if fn == "stray":
-            self.strays.append(path[:200])
-            return None
-        name = self.name(path)
-        if name is None:
-            return {"errno": errno.EACCES}
-        if fn in MUTATIONS:
-            self.mutations += 1
-        return getattr(self, "_" + fn)(name, to, data, mode)
-
-    def _stat(self, name, to, data, mode):
-        if name == "":
-            return {"dir": True}
-        return {"size": len(self.files[name])} if name in self.files else None
-
-    def _read(self, name, to, data, mode):
-        if name not in self.files:
-            return {"errno": errno.EISDIR if name == "" else errno.ENOENT}
-        return self.files[name]
-
-    def _list(self, name, to, data, mode):
-        return sorted(self.files) if name == "" else {"errno": errno.ENOTDIR}
-
-    def _open(self, name, to, data, mode):
-        if name == "":
-            return {"errno": errno.EISDIR}
-        if mode == "x" and name in self.files:
-            return {"errno": errno.EEXIST}
-        if mode in ("w", "x") or name not in self.files:
-            self.files[name] = ""
-        return self.files[name]
-
-    def _put(self, name, to, data, mode):
-        if name == "" or not isinstance(data, str) or len(data) > MAX_FILE:
-            return {"errno": errno.EINVAL}
-        self.files[name] = data
-        return None
-
-    def _replace(self, name, to, data, mode):
-        target = self.name(to) if isinstance(to, str) else None
-        if not name or not target:
-            return {"errno": errno.EINVAL}
-        if name not in self.files:
-            return {"errno": errno.ENOENT}
-        self.files[target] = self.files.pop(name)
-        return None
-
-    def _remove(self, name, to, data, mode):
-        if name not in self.files:
-            return {"errno": errno.ENOENT}
-        del self.files[name]
-        return None
-
-    def _sync(self, name, to, data, mode):
-        return None

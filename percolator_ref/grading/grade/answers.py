@@ -13,7 +13,7 @@ by :mod:`.generate`) decides which cells are which, by cell id:
   pristine source runs, whatever the student's copy says.
 
 :func:`static_problems` then rejects a graded step that the answer cells do
-not define themselves (see :class:`~.framework.Exercise`).
+not define themselves (see :class:`~..framework.Exercise`).
 """
 from __future__ import annotations
 

@@ -4,11 +4,11 @@ For each notebook: read it (never execute it), find its exercise from
 ``metadata.percolator.exercise``, take the pristine ``exercises/NN_*.ipynb``,
 keep only the student's answer cells (:mod:`.answers`), reject a syntax error
 or a step the answer does not define itself, draw a secret, compute each
-check's parameters from it, start a fresh sandboxed child (:mod:`.sandbox`)
+check's parameters from it, start a fresh sandboxed child (:mod:`..sandbox.child`)
 whose student clients the trusted worlds of the checks serve here
-(:mod:`.interactive`, :mod:`.trusted`).
+(:mod:`..judge.interactive`, :mod:`..judge.trusted`).
 
-The child's read policy is :mod:`.policy`'s, its process :mod:`.launcher`'s;
+The child's read policy is :mod:`..sandbox.policy`'s, its process :mod:`..sandbox.launcher`'s;
 the CSV and Gradescope files are :mod:`.results`'.
 
 Nothing a notebook does can stop a bulk run: a child that times out, exits,
@@ -30,7 +30,7 @@ import nbformat
 from .. import exercise as exercise_module
 from .answers import check_answer_name, plan, static_problems, syntax_problems
 from ..battery import Result
-from ..feedback import escape_text, indent_lines, unreadable
+from .feedback import escape_text, indent_lines, unreadable
 from ..framework import spec_of
 from .generate import exercise_number
 from ..judge.interactive import run_trusted
@@ -240,7 +240,8 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
 
 def longest_notebook() -> float:
     """The most seconds one notebook's grade may take: each check past its limit, then a
-    fresh child for the next one (:data:`SETUP_SECONDS`, :data:`.launcher.GRACE_SECONDS`)."""
+    fresh child for the next one (:data:`SETUP_SECONDS`,
+    :data:`..sandbox.launcher.GRACE_SECONDS`)."""
     from .. import MODULES
     specs = [exercise_module(n).exercise for n in MODULES]
     return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit for s in specs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..feedback import escape_text
+from .feedback import escape_text
 
 
 def _cell(text) -> str:

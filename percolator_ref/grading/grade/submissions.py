@@ -46,7 +46,7 @@ from pathlib import Path
 
 from .. import exercise as exercise_module
 from ..battery import Result
-from ..feedback import escape_text
+from .feedback import escape_text
 
 MB = 1 << 20
 MAX_ZIP_MB = 200            # uncompressed notebooks in one archive

@@ -19,43 +19,19 @@ from __future__ import annotations
 from percolator_ref.interceptors import attach
 from percolator_ref.model import lock_col
 
-from ..framework import Exercise, outcome, require
-from .protocol_world import (TABLE, Once, amounts, is_write, kind_of, locks, returned, said, show,
+from ..client.ex02_prewrite import exercise
+from ..framework import require
+from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
+from .participants import Participant
+from .protocol_world import (Once, TABLE, amounts, is_write, kind_of, locks, returned, said, show,
                              timeline, value_at)
-from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
-                      writer_role, writer_record)
 
-exercise = Exercise(
-    2, "prewrite", answer="PrewriteTransaction",
-    graded={"PrewriteTransaction": ("prewrite",)},
-    hidden=("percolator_ref.transaction:Transaction.prewrite",
-            "percolator_ref.transaction:Transaction.prewrite_writes"))
 
 PRIMARY = [TABLE, "Bob", "bal"]
 
 
 def _p(*stamps, values=("b0", "j0", "b1", "j1", "b2", "j2")):
     return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *values))
-
-
-@exercise.role("txn")
-def _txn(Answer, cluster, client=None):
-    """A transaction of the answer's class (``client``: the worker it runs in)."""
-    return Answer(cluster, client)
-
-
-@exercise.role("prewrite_all")
-def _prewrite_all_role(Answer, cluster, writes):
-    """Buffer ``[[row, column, value or None, table], ...]``, then call prewrite on each
-    mutation, primary first: the outcomes."""
-    txn = Answer(cluster)
-    for row, column, value, table in writes:
-        txn.set(row, column, value, table) if value is not None else txn.delete(row, column, table)
-    mutations = list(txn.writes.values())
-    return [outcome(txn.prewrite, m, mutations[0].cell) for m in mutations]
-
-
-exercise.role("writer")(writer_role)
 
 
 def _observe(w, t, **more) -> dict:

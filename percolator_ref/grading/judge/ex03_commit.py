@@ -22,43 +22,19 @@ from percolator_ref.faults import StoreFailsAt
 from percolator_ref.interceptors import Attachment, attach
 from percolator_ref.step import PREWRITE_STEPS, Step
 
-from ..framework import Exercise, outcome, plain, require
-from .protocol_world import (TTL, Once, amounts, is_write, locks, returned, said, show,
-                             timeline, value_at, versions_in)
-from .trusted import (Participant, answered_truly, judge_history, protocol_invariants,
-                      writer_role, writer_record)
+from ..client.ex03_commit import exercise
+from ..framework import outcome, plain, require
+from .invariants import answered_truly, judge_history, protocol_invariants, writer_record
+from .participants import Participant
+from .protocol_world import (Once, TTL, amounts, is_write, locks, returned, said, show, timeline,
+                             value_at, versions_in)
 
-exercise = Exercise(
-    3, "commit: the primary's commit point, then the secondaries", answer="CommitTransaction",
-    graded={"CommitTransaction": ("two_phase_commit", "commit_primary")},
-    hidden=("percolator_ref.transaction:Transaction.two_phase_commit",
-            "percolator_ref.transaction:Transaction.commit_primary",
-            # TiKV's commit point, in a module every exercise loads: the step over other locks
-            "percolator_ref.variants.locks:commit_at_primary"))
 
 BALANCES = ("b0", "j0", "b1", "j1")
 
 
 def _p(*stamps):
     return lambda rng: dict(timeline(rng, *stamps), **amounts(rng, *BALANCES))
-
-
-@exercise.role("txn")
-def _txn(Answer, cluster):
-    """A transaction of the answer's class."""
-    return Answer(cluster)
-
-
-exercise.role("writer")(writer_role)
-
-
-@exercise.role("reader")
-def _reader_role(Answer, cluster, cells):
-    """One transaction reading ``cells`` in order, then committing: the list of values."""
-    txn = Answer(cluster)
-    values = [txn.get(row, column) for row, column in cells]
-    txn.commit()
-    return values
 
 
 def _transfer(trial, p, *more):

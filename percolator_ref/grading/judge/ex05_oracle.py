@@ -10,10 +10,10 @@ as the *mark*: one integer in the file ``state_path``, the first timestamp
 NOT covered by the ranges allocated so far (``None``: memory only).
 
 The student's oracle runs in the sandbox as a client of the grader's
-:class:`OracleWorld`, and its stable storage is the world's :class:`~.vdisk.Disk`:
+:class:`OracleWorld`, and its stable storage is the world's :class:`~.disk.Disk`:
 ``state_path`` names a file of that disk, and every file call the oracle makes
 on it (open, write, replace, ...) is a message the world applies and records
-(:mod:`.vdisk`). So the world knows, at the moment each timestamp is served
+(:mod:`..client.vdisk`). So the world knows, at the moment each timestamp is served
 (the oracle's answer to a call), which mark is on its disk; a crash is a
 client the world stops answering at one of its disk calls; a restart is a new
 oracle object (a fresh client) on the same disk. The last check crashes the
@@ -25,43 +25,21 @@ from __future__ import annotations
 
 from percolator_ref.trace import Change, RowTransactionEvent
 
-from ..framework import Exercise, Fail, require, said
+from ..channel import DISK_MUTATIONS, DISK_ROOT
+from ..client.ex05_oracle import exercise
+from ..framework import Fail, require, said
+from .disk import Disk
 from .interactive import Counterexample
 from .trusted import TrustedWorld
-from ..client.vdisk import MUTATIONS, ROOT, Disk, serving
 
-exercise = Exercise(
-    5, "timestamp oracle: ranges and a persisted high-water mark",
-    answer="Oracle", graded={"Oracle": ("__init__", "get_timestamp")},
-    hidden=("percolator_ref.services.oracle:TimestampOracle",), forbidden_bases=("TimestampOracle",))
 
-STATE = ROOT + "/oracle.state"
+STATE = DISK_ROOT + "/oracle.state"
 NAME = "oracle.state"
 
 
 def _sizes(rng) -> dict:
     return {"t0": rng.randrange(10, 10 ** 6), "first": rng.randrange(10, 10 ** 6),
             "size": rng.randrange(20, 120)}
-
-
-# -- the role (runs where the client runs) --------------------------------------------------
-
-class OracleClient:
-    """The student's oracle on the world's disk: each call's file operations are messages."""
-
-    def __init__(self, Oracle, cluster, state_path, first, size):
-        self.request = cluster.oracle.request
-        with serving(self.request):
-            self.oracle = Oracle(state_path, first_timestamp=first, range_size=size)
-
-    def get_timestamp(self):
-        with serving(self.request):
-            return self.oracle.get_timestamp()
-
-
-@exercise.role("oracle")
-def _oracle(Oracle, cluster, state_path, first, size):
-    return OracleClient(Oracle, cluster, state_path, first, size)
 
 
 # -- the world (the grader's own record) ------------------------------------------------------
@@ -77,13 +55,13 @@ class OracleWorld(TrustedWorld):
         self.rounds = 0
 
     def disk_call(self, c, msg):
-        if msg["fn"] in MUTATIONS and self.disk.mutations + 1 == self.crash_at:
+        if msg["fn"] in DISK_MUTATIONS and self.disk.mutations + 1 == self.crash_at:
             self.crash_at = None                    # one crash per run
             self.crash_client(c)
             return None
         before = dict(self.disk.files)
         reply = self.disk.apply(msg["fn"], msg["path"], msg["to"], msg["data"], msg["mode"])
-        if msg["fn"] in MUTATIONS:
+        if msg["fn"] in DISK_MUTATIONS:
             self.note(c, "disk", self.disk_events(c, before),
                       value=f"{msg['fn']} {msg['path'][:200]}" + (
                           f" -> {str(msg['to'])[:200]}" if msg["to"] else ""))

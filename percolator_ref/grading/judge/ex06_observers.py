@@ -19,36 +19,32 @@ returns False has conflicted and is retried after a backoff. The kit adds:
 ``registered_ts`` (a write committed before the observer existed does not
 trigger it) and the acknowledgement as the run's first write (its primary).
 
-The student's functions run in the sandbox as clients (:class:`Runner`) of the
+The student's functions run in the sandbox as clients
+(:class:`~percolator_ref.grading.client.ex06_observers.Runner`) of the
 grader's :class:`~.trusted.TrustedWorld`, which holds the documents, commits
 the writes that set notifications, and clears notifications itself between
 runs (as the reference runner does). The observer's function runs in the
-client too: it reads ``docs/<row>.contents`` and writes
-``docs/<row>.<name>`` = upper(value). Verdicts read the world's record: the
-committed acknowledgements, the observer's committed output, the row
-transactions each client ran (an observer run reads the document with a
-``get``), and the clients' answers. The families enumerate every schedule of
-two runs of one notification, of a run and a new write to the same cell, of
-a run and a conflicting writer, and every crash point of a run. Timestamps,
-rows and texts come from the secret; which schedules run does not.
+client too: it reads ``docs/<row>.contents`` and writes ``docs/<row>.<name>``
+= upper(value). Verdicts read the world's record: the committed
+acknowledgements, the observer's committed output, the row transactions each
+client ran (an observer run reads the document with a ``get``), and the
+clients' answers. The families enumerate every schedule of two runs of one
+notification, of a run and a new write to the same cell, of a run and a
+conflicting writer, and every crash point of a run. Timestamps, rows and texts
+come from the secret; which schedules run does not.
 """
 from __future__ import annotations
 
 from percolator_ref import Transaction
 from percolator_ref.model import Lock, ack_col, lock_col, notify_col, split_column, write_col
-from percolator_ref.observers import Observer, clear_notification
+from percolator_ref.observers import clear_notification
 from percolator_ref.step import PREWRITE_STEPS, Step
 
-from ..framework import Exercise, require, said
-from .trusted import Participant
+from ..client.ex06_observers import COLUMN, TABLE, exercise
+from ..framework import require, said
+from .participants import Participant
 
-exercise = Exercise(
-    6, "observers: acknowledgement and message collapsing", answer="answer",
-    graded={"pending_notification": (), "run_observer": ()},
-    hidden=("percolator_ref.observers:pending_notification",
-            "percolator_ref.observers:run_observer"))
 
-TABLE, COLUMN = "docs", "contents"
 WORDS = ("apple", "brick", "cloud", "delta", "ember", "fjord", "grain", "haven", "ivory", "joker")
 FAMILY_TTL = 0.004        # a waiting run outlives a silent holder within a few backoffs
 
@@ -57,73 +53,6 @@ def _params(rng) -> dict:
     texts = [f"{rng.choice(WORDS)}{n}" for n in rng.sample(range(100, 1000), 4)]    # distinct
     return {"t0": rng.randrange(10, 10 ** 6), "row": f"d{rng.randrange(10, 100)}", "texts": texts,
             "client": f"worker-{rng.randrange(1, 10)}", "k": rng.randrange(2, 5)}
-
-
-# -- roles (run where the client runs) ---------------------------------------------------
-
-class Runner:
-    """A worker: the observers ``[[name, registered_ts], ...]`` and the answer's two steps.
-
-    Each observer reads ``docs/<row>.contents`` and writes ``docs/<row>.<name>``
-    = upper(value); with ``fail_first`` its first call raises RuntimeError.
-    """
-
-    def __init__(self, answer, cluster, observers, fail_first=False):
-        self.answer, self.cluster, self.fail = answer, cluster, fail_first
-        self.observers = {name: Observer(name, TABLE, COLUMN, self.observer_fn(name), ts)
-                          for name, ts in observers}
-
-    def observer_fn(self, name):
-        def fn(txn, row, column):
-            value = txn.get(row, column, table=TABLE)
-            if self.fail:
-                self.fail = False
-                raise RuntimeError("the observer failed (disk full)")
-            txn.set(row, name, str(value).upper(), table=TABLE)
-        return fn
-
-    def run(self, name, row, client=None, crash_after=None):
-        return self.answer.run_observer(self.cluster, self.observers[name], row, client=client,
-                                        crash_after=crash_after)
-
-    def pending(self, name, row):
-        return self.answer.pending_notification(self.cluster.begin(), self.observers[name], row)
-
-
-class Looker(Runner):
-    """A transaction begun at construction; ``pending`` asks in its snapshot."""
-
-    def __init__(self, answer, cluster, observers):
-        super().__init__(answer, cluster, observers)
-        self.txn = cluster.begin()
-
-    def pending(self, name, row):
-        return self.answer.pending_notification(self.txn, self.observers[name], row)
-
-
-@exercise.role("runner")
-def _runner(answer, cluster, observers, fail_first=False):
-    return Runner(answer, cluster, observers, fail_first)
-
-
-@exercise.role("looker")
-def _looker(answer, cluster, observers):
-    return Looker(answer, cluster, observers)
-
-
-@exercise.role("run")
-def _run(answer, cluster, observers, name, row):
-    """One call of run_observer (a family's participant)."""
-    return Runner(answer, cluster, observers).run(name, row)
-
-
-@exercise.role("writer")
-def _writer(txn_class, cluster, row, column, value):
-    """A reference transaction writing one cell (a family's trusted participant); the world's
-    observers watch docs/contents, so writing it sets a notification."""
-    txn = txn_class(cluster)
-    txn.set(row, column, value, table=TABLE)
-    return txn.commit()
 
 
 # -- the world (the grader's own record) ---------------------------------------------------

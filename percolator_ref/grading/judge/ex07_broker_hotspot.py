@@ -38,12 +38,10 @@ from __future__ import annotations
 from percolator_ref import Transaction
 from percolator_ref.model import WriteKind, split_column
 
-from ..framework import Exercise, require, said
-from .trusted import Participant, Scope
+from ..client.ex07_broker_hotspot import exercise
+from ..framework import require, said
+from .participants import Participant, Scope
 
-exercise = Exercise(
-    7, "TPC-E broker hotspot: a side table aggregated periodically", answer="answer",
-    graded={"record_trade": (), "aggregate": (), "broker_volume": ()})
 
 BROKERS, SIDE = "brokers", "broker_updates"
 SCOPE = Scope(tables=frozenset({BROKERS, SIDE}))
@@ -57,54 +55,6 @@ def _params(rng) -> dict:
     return {"t0": rng.randrange(10, 10 ** 6), "broker": broker, "other": other, "ids": ids,
             "amounts": [rng.randrange(1, 500) for _ in range(12)],
             "folded": rng.randrange(1000, 10 ** 5), "k": rng.randrange(3, 6)}
-
-
-# -- roles (run where the client runs) ----------------------------------------------------
-
-@exercise.role("trade")
-def _trade(answer, cluster, broker, trade_id, amount):
-    """One trade in its own transaction: did it commit?"""
-    txn = cluster.begin()
-    answer.record_trade(txn, broker, trade_id, amount)
-    return txn.commit()
-
-
-class Trader:
-    """A trade driven step by step (so several can begin before any commits)."""
-
-    def __init__(self, answer, cluster):
-        self.answer, self.txn = answer, cluster.begin()
-
-    def record(self, broker, trade_id, amount):
-        self.answer.record_trade(self.txn, broker, trade_id, amount)
-
-    def commit(self):
-        return self.txn.commit()
-
-
-@exercise.role("trader")
-def _trader(answer, cluster):
-    return Trader(answer, cluster)
-
-
-@exercise.role("aggregate")
-def _aggregate(answer, cluster, broker):
-    return answer.aggregate(cluster, broker)
-
-
-class Viewer:
-    """A transaction that begins now and asks broker_volume later."""
-
-    def __init__(self, answer, cluster):
-        self.answer, self.txn = answer, cluster.begin()
-
-    def volume(self, broker):
-        return self.answer.broker_volume(self.txn, broker)
-
-
-@exercise.role("viewer")
-def _viewer(answer, cluster):
-    return Viewer(answer, cluster)
 
 
 # -- the market (the world's own record) ------------------------------------------------------
@@ -280,7 +230,7 @@ def _others(trial, p):
 
 def _committed_trades(w, clients, trades) -> list:
     """The trades whose client's transaction committed, by the world's log of the client's
-    own steps (:meth:`~.trusted.Client.committed`): a write record somewhere proves nothing."""
+    own steps (:meth:`~.participants.Client.committed`): a write record somewhere proves nothing."""
     return [t for label, t in trades.items() if label in clients and clients[label].committed()]
 
 

@@ -34,14 +34,15 @@ from __future__ import annotations
 
 from percolator_ref import Transaction
 
-from ..framework import Exercise, require, said
+from ..client.ex08_write_skew import exercise
+from ..framework import require, said
+from .invariants import protocol_invariants
+from .participants import Participant, Scope
 from .protocol_world import TABLE
-from .trusted import Participant, Scope, protocol_invariants
+
 
 FAMILY_TTL = 0.004        # a waiting withdrawal outlives a silent holder within a few backoffs
 
-exercise = Exercise(8, "write skew: keep checking + savings >= 0 under snapshot isolation",
-                    answer="withdraw", graded={"withdraw": ()})
 
 ACCOUNTS = ("checking", "savings")
 SCOPE = Scope(tables=frozenset({TABLE}))     # the bank: the common cell may be any row of it
@@ -56,35 +57,6 @@ def _params(rng) -> dict:
     return {"t0": rng.randrange(10, 10 ** 6), "customer": f"{a}{rng.randrange(10, 100)}",
             "other": f"{b}{rng.randrange(10, 100)}", "checking": checking, "savings": savings,
             "big": big, "small": rng.randrange(1, 50)}
-
-
-# -- roles (run where the client runs) ---------------------------------------------------
-
-class Teller:
-    """One withdrawal's transaction, driven step by step: begin, withdraw, commit."""
-
-    def __init__(self, withdraw, cluster):
-        self.withdraw_fn, self.txn = withdraw, cluster.begin()
-
-    def withdraw(self, customer, account, amount):
-        return self.withdraw_fn(self.txn, customer, account, amount)
-
-    def commit(self):
-        return self.txn.commit()
-
-
-@exercise.role("teller")
-def _teller(withdraw, cluster):
-    return Teller(withdraw, cluster)
-
-
-@exercise.role("withdrawal")
-def _withdrawal(withdraw, cluster, customer, account, amount):
-    """One transaction: withdraw, then commit if withdraw returned (what it returned)."""
-    txn = cluster.begin()
-    returned = withdraw(txn, customer, account, amount)
-    txn.commit()
-    return returned
 
 
 # -- the bank (the world's own record) -----------------------------------------------------
@@ -119,7 +91,7 @@ def _total(balances) -> int:
 
 def _committed(w, c) -> bool:
     """Did client ``c``'s transaction commit? By the world's log of ``c``'s own steps
-    (:meth:`~.trusted.Client.committed`), never by a record found somewhere in the store."""
+    (:meth:`~.participants.Client.committed`), never by a record found somewhere in the store."""
     return c.committed()
 
 

@@ -29,33 +29,20 @@ reader with a transfer whose primary prewrite arrives last, or twice.
 """
 from __future__ import annotations
 
-from percolator_ref import Transaction
 from percolator_ref import rows
 from percolator_ref.bigtable import Condition
-from percolator_ref.cleanup import Cleanup
-from percolator_ref.model import Cell, Lock, Write, WriteKind, data_col, lock_col, split_column, \
-    write_col
-from percolator_ref.session import Session
-from percolator_ref.variants import compose
+from percolator_ref.model import (Cell, Lock, Write, WriteKind, data_col, lock_col, split_column,
+                                  write_col)
 from percolator_ref.variants.rollback_records import RollbackRecords
 
-from ..framework import Exercise, require
+from ..client.ex09_rollback_records import exercise
+from ..framework import require
+from .invariants import history_with, judge_history, no_dangling_write_records
+from .participants import Participant
 from .protocol_world import (TABLE, amounts, is_write, returned, said, show, timeline,
                              value_at, versions_in)
-from .trusted import (Participant, TrustedWorld, history_with, judge_history,
-                      no_dangling_write_records, record_intent)
+from .trusted import TrustedWorld
 
-exercise = Exercise(
-    9, "rollback records: a late prewrite of a rolled-back transaction is refused",
-    answer="RollbackCleanup",
-    graded={"RollbackCleanup": ("resolve_primary", "rollback_writes")},
-    hidden=("percolator_ref.cleanup:Cleanup.resolve_primary",
-            "percolator_ref.cleanup:Cleanup.rollback_writes",
-            "percolator_ref.variants.rollback_records:RollbackCleanup.rollback_writes",
-            # the step's record at a primary found empty, written by the module's own helpers
-            "percolator_ref.variants.rollback_records:mark_rolled_back",
-            "percolator_ref.variants.rollback_records:protect_rollback"),
-    forbidden_bases=("RollbackCleanup", "AsyncCleanup"))
 
 BALANCES = ("b0", "j0", "b1", "j1", "j2", "b2")
 BOB, JOE = Cell(TABLE, "Bob", "bal"), Cell(TABLE, "Joe", "bal")
@@ -81,93 +68,6 @@ class RecordsWorld(TrustedWorld):
             with self.row(row) as rt:
                 rows.apply(rt, rows.rollback_writes(column, start)
                            + [(write_col(column), start, Write(start, WriteKind.ROLLBACK))])
-
-
-# -- roles: run where the client runs, on a proxy cluster ----------------------------------
-
-def _with_cleanup(cluster, Answer):
-    """The proxy cluster, its sessions cleaning up with ``Answer``."""
-    cluster.Cleanup = Answer
-    return cluster
-
-
-@exercise.role("reader")
-def _reader_role(Answer, cluster, cells):
-    """A reference transaction whose cleanup is the answer: the values its Gets read."""
-    txn = Transaction(_with_cleanup(cluster, Answer))
-    values = [txn.get(row, column) for row, column in cells]
-    txn.abandon()
-    return values
-
-
-@exercise.role("writer")
-def _writer_role(Answer, cluster, values):
-    """A reference transaction (its own rollback is the answer's) writing ``[[row, column,
-    value]]``; did it commit?"""
-    txn = Transaction(_with_cleanup(cluster, Answer))
-    for row, column, value in values:
-        txn.set(row, column, value)
-    return txn.commit()
-
-
-@exercise.role("resolve")
-def _resolve_role(Answer, cluster, primary, start_ts, holder):
-    """One call of the answer's ``resolve_primary`` by the client R."""
-    return Answer(Session(_with_cleanup(cluster, Answer), "R")).resolve_primary(
-        Cell(*primary), start_ts, holder)
-
-
-class LatePrimary(Transaction):
-    """TiKV's client sends a transaction's prewrites in parallel: here the primary's lands last."""
-
-    def two_phase_commit(self) -> bool:
-        mutations = list(self.writes.values())
-        primary = mutations[0].cell
-        order = mutations[1:] + mutations[:1]
-        for i, m in enumerate(order):
-            if not self.prewrite(m, primary):
-                self.roll_back_own(order[:i])
-                return False
-        return self.commit_prewritten(mutations)
-
-    def commit_prewritten(self, mutations) -> bool:
-        """Figure 6 after the prewrites: commit_ts, the primary (the commit point), the rest."""
-        self.commit_ts = self.commit_timestamp()
-        if not self.commit_primary(mutations[0]):
-            self.commit_ts = None
-            self.roll_back_own(mutations[1:])
-            return False
-        for m in mutations[1:]:
-            self.commit_secondary(m)
-        return True
-
-
-class TwicePrimary(LatePrimary):
-    """The network delivers the primary's prewrite twice: the copy lands after the others."""
-
-    def two_phase_commit(self) -> bool:
-        mutations = list(self.writes.values())
-        primary = mutations[0].cell
-        for i, m in enumerate(mutations):
-            if not self.prewrite(m, primary):
-                self.roll_back_own(mutations[:i])
-                return False
-        self.prewrite(mutations[0], primary)       # the late copy: its answer goes nowhere
-        return self.commit_prewritten(mutations)
-
-
-WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary}
-
-
-@exercise.role("tikv_writer")
-def _tikv_writer_role(Reference, cluster, values, how):
-    """A reference (trusted) writer with TiKV's rollback records, prewriting as ``how`` says."""
-    cluster.Cleanup = compose(Cleanup, (RollbackRecords(),), "Cleanup")
-    txn = WRITERS[how](cluster)
-    for row, column, value in values:
-        txn.set(row, column, value)
-    record_intent(txn)
-    return txn.commit()
 
 
 # -- what the checks build and read ---------------------------------------------------------

@@ -24,33 +24,24 @@ async-commit transfer, its crash included, and of two readers racing.
 """
 from __future__ import annotations
 
-import weakref
-
-from percolator_ref import Transaction
 from percolator_ref import rows
 from percolator_ref.model import Cell, Write, WriteKind, data_col, lock_col, write_col
-from percolator_ref.session import Session
 from percolator_ref.step import Step
 from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
+from ..client.ex10_async_commit import SHARED, exercise
+from ..framework import require
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
-from ..framework import Exercise, require
+from .invariants import answered_reads, history_with, judge_history
+from .participants import Participant
 from .protocol_world import TABLE, amounts, returned, said, timeline
-from .trusted import Participant, answered_reads, TrustedWorld, history_with, judge_history, record_intent
+from .trusted import TrustedWorld
 
-exercise = Exercise(
-    10, "async commit: resolve a lock whose primary lists its secondaries",
-    answer="AsyncResolve", graded={"AsyncResolve": ("resolve_primary",)},
-    hidden=("percolator_ref.cleanup:Cleanup.resolve_primary",
-            *(f"percolator_ref.variants.async_commit:AsyncCleanup.{step}" for step in (
-                "resolve_primary", "check_secondaries", "check_secondary", "decide"))),
-    forbidden_bases=("AsyncCleanup",))
 
 BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1")
 ROWS = ("Bob", "Joe", "Ann")                   # the transfer's cells, Bob.bal the primary
 READS = frozenset({Step.GET.value, Step.SCAN.value})
-SHARED = weakref.WeakValueDictionary()         # world id -> its store's MaxTs (trusted side only)
 
 
 def _p(*stamps):
@@ -103,39 +94,6 @@ class AsyncWorld(TrustedWorld):
                            + [(write_col("bal"), start, Write(start, WriteKind.ROLLBACK))])
             else:
                 rows.apply(rt, rows.commit_writes("bal", Write(start), commit_ts, False))
-
-
-# -- roles ------------------------------------------------------------------------------------
-
-@exercise.role("reader")
-def _reader_role(Answer, cluster, cells):
-    """A reference transaction whose cleanup is the answer: the values its Gets read."""
-    cluster.Cleanup = Answer
-    txn = Transaction(cluster)
-    values = [txn.get(row, column) for row, column in cells]
-    txn.abandon()
-    return values
-
-
-@exercise.role("resolve")
-def _resolve_role(Answer, cluster, primary, start_ts, holder):
-    """One call of the answer's ``resolve_primary`` by the client R."""
-    cluster.Cleanup = Answer
-    return Answer(Session(cluster, "R")).resolve_primary(Cell(*primary), start_ts, holder)
-
-
-@exercise.role("async_writer")
-def _async_writer_role(Reference, cluster, values, world):
-    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts."""
-    variant = AsyncCommit()
-    cluster.Transaction = type("Transaction", (variant.Transaction, Transaction), {})
-    cluster.Cleanup = type("Cleanup", (variant.Cleanup, cluster.Cleanup), {})
-    cluster.variant_states = {variant.name: SHARED[world]}      # the world's store's max_ts
-    txn = cluster.Transaction(cluster)
-    for row, column, value in values:
-        txn.set(row, column, value)
-    record_intent(txn)
-    return txn.commit()
 
 
 # -- what the checks build and read -----------------------------------------------------------

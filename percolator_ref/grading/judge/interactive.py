@@ -1,6 +1,6 @@
 """Running trusted checks: a :class:`Trial` per check, in the grader or in the notebook.
 
-The grader (:mod:`.grader`) connects a :class:`~.trusted.Hub` to the sandboxed
+The grader (:mod:`..grade.grader`) connects a :class:`~.hub.Hub` to the sandboxed
 child's pipe; the notebook's self-check (:func:`self_check`) runs the
 student's clients in threads of its own process, through the same channel
 messages, the same worlds and the same families of schedules. Only the grade
@@ -16,8 +16,9 @@ from ..client.host import ClientHost, threads_available
 from ..framework import Fail
 from .journal import to_json
 from .schedules import explore, judged_run
-from .trusted import CheckTimeout, Hub, TrustedWorld, Violation
-from percolator_ref.viz.browser import gc_paused
+from .hub import CheckTimeout, Hub, Violation
+from .trusted import TrustedWorld
+from percolator_ref.greenlets import gc_paused
 
 MAX_FEEDBACK = 300
 BROWSER_PREEMPTIONS = 1     # where threads cannot start (Pyodide): a family's preemption bound
@@ -156,7 +157,7 @@ def self_check(exercise, answer, secret: int = 0, only=None) -> Report:
         raise ValueError(f"only names checks exercise {exercise.number} does not have: "
                          f"{sorted(unknown)}")
     checks = [c for c in exercise.checks if only is None or c.name in only]
-    with gc_paused(not threads):                 # Pyodide: see viz.browser.gc_paused
+    with gc_paused(not threads):                 # Pyodide: see percolator_ref.greenlets.gc_paused
         for check in checks:
             report.results.append(run_trusted(check, hub, params[check.name], cap, bounded))
             if hub.broken:

@@ -119,6 +119,12 @@ class Journal:
         """The tracer's subscriber: keep ``event`` until the next entry."""
         self.loose.append(event)
 
+    def event_of(self, rt, heard: int) -> tuple:
+        """The tracer's event of the row transaction ``rt``, among the loose events after
+        the first ``heard``, in a tuple: () if it applied nothing."""
+        return tuple(e for e in self.loose[heard:] if e.client == rt.client
+                     and e.table == rt.table and e.row == rt.row)[:1]
+
     def add(self, client: str, step: str, clock: float, events=(), **fields) -> Entry:
         """Log one step of ``client``; ``events``: what it changed (a row transaction's
         event, one of ``loose``). The loose events before them go with it (``before``)."""

@@ -30,6 +30,7 @@ from percolator_ref.step import Step
 
 from ..battery import guard
 from ..framework import outcome, plain, require, said, show  # noqa: F401 - said: one, re-exported
+from ..client.observe import render
 
 TTL = 10.0
 TABLE = DEFAULT_TABLE
@@ -163,33 +164,6 @@ class World:
 
 def kind_of(value) -> WriteKind:
     return WriteKind.DELETE if value is None else WriteKind.PUT
-
-
-def render(value):
-    """A stored version as plain data: write records and locks as small dicts."""
-    if isinstance(value, Write):
-        return {"write": _kind(value.kind), "start_ts": plain(value.start_ts)}
-    if isinstance(value, Lock):
-        primary = value.primary
-        return {"lock": True, "start_ts": plain(value.start_ts),
-                "primary": plain(list(primary) if isinstance(primary, tuple) else primary),
-                "is_primary": plain(value.is_primary), "client": plain(value.client),
-                "kind": _kind(value.kind)}
-    return plain(value)
-
-
-def _kind(kind):
-    return kind.value if isinstance(kind, WriteKind) else plain(kind)
-
-
-def snapshot_fields(found) -> dict:
-    """What a ``SnapshotRead``-like result holds: its lock, version and value, as plain data."""
-    missing = {"missing": True}
-    lock = getattr(found, "lock", missing)
-    return {"type": type(found).__name__,
-            "lock": render(lock) if isinstance(lock, Lock) else plain(lock),
-            "version": plain(getattr(found, "version", missing)),
-            "value": plain(getattr(found, "value", missing))}
 
 
 # -- verdict side: reading the (untrusted) observations ------------------------------

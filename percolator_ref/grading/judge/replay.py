@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from percolator_ref.viz.printable import escape_text
 from percolator_ref.viz.recorded import RecordedStepper, recorded_frame
 from percolator_ref.viz.tables import CellTable
 
 from ..battery import Report, Result
-from ..feedback import escape_text
 from .journal import CRASH, apply, from_json
 
 FORMAT = "percolator-counterexample/2"

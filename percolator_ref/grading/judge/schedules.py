@@ -77,7 +77,7 @@ from typing import Callable, Optional
 
 from ..battery import BudgetExceeded
 from ..framework import Fail
-from .trusted import CheckTimeout, Violation
+from .hub import CheckTimeout, Violation
 
 
 @dataclass

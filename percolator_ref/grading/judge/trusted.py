@@ -3,7 +3,7 @@
 A :class:`TrustedWorld` holds every piece of state (the Bigtable, the oracle,
 the lock service, the manual clock) and a record of what happened. Clients
 (the student's code in the sandbox, and reference clients the world runs
-itself) reach it only by the messages of :mod:`.channel`; the world executes
+itself) reach it only by the messages of :mod:`..channel`; the world executes
 each one against its own store and logs it. Verdicts read only this record:
 what was written, what each request returned, what each client answered.
 
@@ -12,183 +12,39 @@ transaction, a timestamp) wait until the scheduler picks that client; its
 other requests are answered at once. :meth:`TrustedWorld.run` starts a family
 of clients and asks a chooser (:mod:`.schedules`) which pending request goes
 next, or which client crashes there: a crashed client is never answered
-again (its proxies raise :class:`~.channel.ClientGone`) and its liveness
+again (its proxies raise :class:`~..channel.ClientGone`) and its liveness
 token is marked crashed. A client that is merely not picked for a while is
 a delayed client: the clock moves on under the others' waits.
+
+The world talks to its clients through a :class:`~.hub.Hub`; its record of each
+client is a :class:`~.participants.Client`; what every schedule must keep is
+judged by :mod:`.invariants`.
 """
 from __future__ import annotations
 
-import collections
-import hashlib
-import itertools
-import math
-import pickle
 import queue
 import time
-from dataclasses import dataclass, field
 from typing import Optional
 
-from percolator_ref.checking.checker import TxnRecord, check_history, same_value
+from percolator_ref.checking.checker import TxnRecord
 from percolator_ref.errors import StoreUnavailable
-from percolator_ref.model import Cell, Lock, TxStatus, Write, WriteKind, check_name, data_col, \
-    lock_col, split_column, write_col
+from percolator_ref.model import Cell, Lock, TxStatus, Write, check_name, lock_col, split_column
 from percolator_ref.viz.printable import escape_text
 from percolator_ref.transaction import Transaction
 
-from ..channel import SCHEDULED, addressed, check_client_message, encode, encode_row
-from ..client.host import ClientHost
 from ..battery import BudgetExceeded
+from ..channel import SCHEDULED, check_client_message, encode, encode_row
 from ..framework import Fail, require
+from .hub import CheckTimeout, Hub, Violation, digest
+from .invariants import no_dangling_write_records
 from .journal import CRASH, STORE_FAILURE, TIMESTAMP, Journal, step_name
-from .protocol_world import TABLE, World, kind_of, said
+from .participants import Client, Participant, Scope
+from .protocol_world import TABLE, World, kind_of
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
 MAX_SLEEP = 3600.0
 MAX_NESTING = 4
-PICKLE_PROTOCOL = 5
-
-
-class CheckTimeout(Exception):
-    """The check ran past its time limit: a client never sent its next message."""
-
-
-class Violation(Exception):
-    """A client broke the channel's protocol; the check fails with this sentence."""
-
-
-class Hub:
-    """Where the world's messages go and come from: the student's host and the trusted host.
-
-    ``student_send(msg)`` carries a message to the student's clients (or, with
-    ``student_write(frame, deadline)``, its frame: :func:`~.channel.addressed`; a
-    write not taken by ``deadline`` raises TimeoutError). Their
-    messages come from ``student_receive(timeout)`` (the sandbox's pipe: a
-    message, None once it closed, TimeoutError), or else arrive through
-    :meth:`arrive` (an in-process host, from its threads). Reference clients
-    run in ``self.trusted``, each in a greenlet of this thread that runs until
-    it waits: its messages are queued when :meth:`send` returns, and a crashed
-    one has unwound.
-    ``broken`` is set when the student's side can no longer be used (a time
-    limit hit, the child died): the grader then starts a fresh one.
-    """
-
-    def __init__(self, student_send, roles: dict, student_receive=None, student_write=None):
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.local: collections.deque = collections.deque()     # the greenlets' messages
-        self.student_send, self.student_receive = student_send, student_receive
-        self.student_write = student_write
-        self.trusted = ClientHost(lambda m: self.local.append(("trusted", m)), roles, Transaction,
-                                  ttl=0.0, greenlets=True, codec=False)
-        self.cids = itertools.count(1)
-        self.broken: Optional[str] = None
-
-    def arrive(self, host: str, msg) -> None:
-        self.inbox.put((host, msg))
-
-    def receive(self, timeout: float) -> tuple:
-        """``(host, message)``: the next message from either host (``queue.Empty`` after
-        ``timeout`` s; the message is None once the student's side has gone)."""
-        if self.local:
-            return self.local.popleft()
-        if self.student_receive is None or not self.inbox.empty():
-            return self.inbox.get(timeout=timeout)
-        try:
-            return "student", self.student_receive(timeout)
-        except TimeoutError:
-            raise queue.Empty from None
-
-    def send(self, host: str, msg: dict, cid: int, deadline: float = math.inf) -> bytes:
-        """Carry ``msg`` (without its ``cid``) to client ``cid`` on ``host``; returns a
-        digest of the message, equal for equal messages (:meth:`TrustedWorld.tell`).
-
-        CheckTimeout if the student's side has not taken the message by ``deadline``
-        (a child that stops reading); ProtocolError if it is too large to frame. Nothing
-        is written to a student's side that is broken.
-        """
-        if host == "trusted":
-            key = pickle.dumps(msg, PICKLE_PROTOCOL)    # the values as they are, never loaded
-            msg["cid"] = cid
-            self.trusted.deliver(msg)
-            return _digest(key)
-        text, data = addressed(msg, cid)
-        if self.student_write is not None and not self.broken:
-            try:
-                self.student_write(data, deadline)
-            except TimeoutError:
-                self.broken = "timeout"
-                raise CheckTimeout("the grading process of your code stopped reading") from None
-        elif self.student_write is None:
-            msg["cid"] = cid
-            self.student_send(msg)
-        return _digest(text.encode())
-
-
-def _digest(data: bytes) -> bytes:
-    """What the world keeps of a message it sent: 16 bytes, not the message."""
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-@dataclass(eq=False)
-class Client:
-    """The world's record of one client."""
-    cid: int
-    label: str
-    host: str
-    crashable: bool = False
-    timestamps: list = field(default_factory=list)
-    names: set = field(default_factory=set)
-    seen: list = field(default_factory=list)        # values handed to it in rows
-    answers: list = field(default_factory=list)     # outcomes, in order
-    pending: Optional[dict] = None
-    done: bool = False
-    crashed: bool = False
-    heard: list = field(default_factory=list)       # a digest of every message the world sent it
-    commits: list = field(default_factory=list)     # (table, row, column, Write) it committed
-    locked: list = field(default_factory=list)      # (table, row, column, Lock) it prewrote
-
-    def committed(self) -> bool:
-        """Did this client's transaction commit, by the world's log of its own steps: in one
-        row transaction it replaced a lock at its start_ts, which the row held, by a write
-        record pointing at that start_ts (the commit point). A write record found elsewhere in
-        the store, which any client can write, proves nothing."""
-        return bool(self.timestamps) and any(write.start_ts == self.timestamps[0]
-                                             for _, _, _, write in self.commits)
-
-    @property
-    def answer(self):
-        return self.answers[-1] if self.answers else None
-
-    def saw(self, value) -> bool:
-        """Was ``value`` handed to this client by the store (None: always)?"""
-        return value is None or any(same_value(v, value) for v in self.seen)
-
-
-@dataclass(frozen=True)
-class Participant:
-    """One client of a family: ``role(answer, cluster, *args)`` on ``host``."""
-    label: str
-    role: str
-    args: tuple = ()
-    host: str = "student"
-    crashable: bool = False
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a student client may write: ``tables`` and ``rows`` (None: any), given by the
-    exercise (``w.scope = Scope(...)``); a row transaction writing elsewhere is refused."""
-    tables: Optional[frozenset] = None
-    rows: Optional[frozenset] = None
-
-    def refuses(self, table: str, row: str) -> bool:
-        return (self.tables is not None and table not in self.tables) or \
-            (self.rows is not None and row not in self.rows)
-
-    def describe(self) -> str:
-        tables = "any table" if self.tables is None else "table(s) " + ", ".join(sorted(self.tables))
-        rows = "" if self.rows is None else ", rows " + ", ".join(sorted(self.rows))
-        return tables + rows
 
 
 class TrustedWorld(World):
@@ -306,7 +162,7 @@ class TrustedWorld(World):
         """:meth:`serve` ``msg``; any error while serving it (a reply too large to frame,
         a value nested too deeply to encode, ...) is ``c``'s violation of the protocol:
         the check fails, and the student's side is not used again (a fresh one serves
-        the next check). A verdict (:class:`~.framework.Fail`), a time limit or a budget
+        the next check). A verdict (:class:`~..framework.Fail`), a time limit or a budget
         raised meanwhile stays what it is."""
         try:
             self.serve(c, msg)
@@ -478,7 +334,7 @@ class TrustedWorld(World):
         try:
             rt.__exit__(None if ok else Violation, None, None)
         except StoreUnavailable as exc:          # applied, and the reply was lost
-            return self.fail(c, exc, self.applied(rt, heard))
+            return self.fail(c, exc, self.journal.event_of(rt, heard))
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
         if ok and rt.mutations:
@@ -487,7 +343,7 @@ class TrustedWorld(World):
             c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
             c.locked += [(rt.table, rt.row, split_column(col)[0], value)
                          for col, _, value in end["mutations"] if isinstance(value, Lock)]
-            self.note(c, rt.step, self.applied(rt, heard))
+            self.note(c, rt.step, self.journal.event_of(rt, heard))
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
@@ -502,12 +358,6 @@ class TrustedWorld(World):
             return ValueError(f"more than {MAX_WRITTEN >> 10} KiB written into the store, "
                               f"more than any answer needs")
         return None
-
-    def applied(self, rt, heard: int) -> tuple:
-        """The tracer's event of ``rt`` (reported after the journal's first ``heard`` loose
-        events), in a tuple; () if it applied nothing."""
-        return tuple(e for e in self.journal.loose[heard:] if e.client == rt.client
-                     and e.table == rt.table and e.row == rt.row)[:1]
 
     def note(self, c: Client, step: str, events=(), **fields) -> None:
         """Log one step of ``c`` in the journal: ``step`` (a row transaction's, with its
@@ -567,7 +417,7 @@ class TrustedWorld(World):
         rows = sorted((t, r, sorted(cols.items())) for t, by_row in cells.items()
                       for r, cols in by_row.items())
         begun = tuple((r.client, r.start_ts, r.began_at) for r in self.cluster.history.records)
-        return (_digest(repr(rows).encode()), self.cluster.clock.now(), self.oracle.peek(),
+        return (digest(repr(rows).encode()), self.cluster.clock.now(), self.oracle.peek(),
                 tuple(self.cluster.lockservice.tokens().items()), begun,
                 tuple((c.label, c.crashed, c.done, tuple(c.heard)) for c in self.clients.values()))
 
@@ -640,150 +490,3 @@ def _short(exc: Exception) -> str:
 
 def _row_value(rt) -> dict:
     return {column: list(versions.items())[::-1] for column, versions in rt.loaded_row().items()}
-
-
-# -- what every schedule must keep (judged on the world's own record) ------------------
-
-def history_with(w: TrustedWorld, readers: dict) -> list:
-    """The world's transaction records plus each student reader's answered reads.
-
-    ``readers``: ``{client: [(cell, value), ...]}``; a value's version is the
-    commit_ts of the committed write of that value (-1 if none wrote it).
-    """
-    for record in w.cluster.history.records:
-        if record.status == TxStatus.OPEN:       # its client crashed mid-commit
-            record.status = TxStatus.CRASHED
-    w.cluster.history.resolve_crashed(w.cluster.bigtable)
-    records = list(w.cluster.history.records)
-    for c, reads in readers.items():
-        require(c.timestamps, f"{c.label} never took a start timestamp from the oracle")
-        record = TxnRecord(c.label, c.timestamps[0], status=TxStatus.COMMITTED)
-        record.reads = [(cell, version_of(records, cell, value), value) for cell, value in reads]
-        for cell, version, value in record.reads:
-            require(version != -1, f"{c.label} (start_ts {c.timestamps[0]}) read {value!r} from "
-                                   f"{cell}: no transaction committed that value there (data of "
-                                   f"a transaction that had not committed)")
-        records.append(record)
-    return records
-
-
-def answered_reads(clients: dict, labels, cells, whose: str) -> dict:
-    """``{client: [(cell, value), ...]}``: what each reader of ``labels`` answered for its Get
-    of ``cells`` (``[(row, column), ...]``); Fail unless each answered one value per cell.
-    ``whose``: what the feedback calls the code under test (e.g. "your cleanup")."""
-    readers = {}
-    for label in labels:
-        result = clients[label].answer
-        values = result.get("value") if isinstance(result, dict) else None
-        require(isinstance(values, list) and len(values) == len(cells),
-                f"reader {label} ({whose} plugged into Get) {said(result)}")
-        readers[clients[label]] = list(zip([Cell(TABLE, *c) for c in cells], values))
-    return readers
-
-
-def writer_record(w: TrustedWorld, c: Client, values) -> Optional[TxnRecord]:
-    """A student writer's record, from the world's own cells: it committed iff its primary
-    has a write record pointing at its start_ts (``values``: ``[[row, column, value]]``)."""
-    if not c.timestamps:
-        return None
-    start = c.timestamps[0]
-    row, column, _ = values[0]
-    found = [ts for ts, v in w.cluster.bigtable.versions(TABLE, row, write_col(column))
-             if isinstance(v, Write) and v.start_ts == start]
-    record = TxnRecord(c.label, start, found[0] if found else None,
-                       TxStatus.COMMITTED if found else TxStatus.ABORTED)
-    record.writes = [(Cell(TABLE, r, col), kind_of(v).name, v) for r, col, v in values]
-    return record
-
-
-def answered_truly(c: Client, record: Optional[TxnRecord]) -> None:
-    """A writer that finished must answer commit() with what the store says it did."""
-    if c.crashed or record is None:
-        return
-    require(c.answer == {"value": record.committed},
-            f"{c.label} (start_ts {record.start_ts}) "
-            + ("committed" if record.committed else "did not commit")
-            + f" in the store, but its commit() answered {c.answer!r}")
-
-
-def record_intent(txn) -> None:
-    """Record a reference writer's writes before it commits (a crash skips its finish)."""
-    if txn.record is not None:
-        txn.record.writes = [(m.cell, m.kind.name, m.value) for m in txn.writes.values()]
-
-
-def writer_role(Answer, cluster, values, client=None):
-    """The role "writer": one transaction writing ``[[row, column, value or None], ...]``;
-    did it commit? ``client``: the worker it runs in (a name shared with other transactions)."""
-    txn = Answer(cluster, client)
-    for row, column, value in values:
-        txn.set(row, column, value) if value is not None else txn.delete(row, column)
-    record_intent(txn)
-    return txn.commit()
-
-
-def version_of(records, cell, value) -> Optional[int]:
-    if value is None:
-        return None
-    for r in records:
-        if r.committed and any(c == cell and same_value(v, value) for c, _, v in r.writes):
-            return r.commit_ts
-    return -1
-
-
-def judge_history(records) -> None:
-    report = check_history(records)
-    require(report.ok, "; ".join(f"{a.name}: {a.description}" for a in report.anomalies[:2]))
-
-
-def protocol_invariants(w: TrustedWorld, records=()) -> None:
-    """No lock left behind, no write record pointing at erased data, no half-visible
-    transaction, no commit after rollback (on the settled store); ``records``: the
-    student's writers, besides the world's history."""
-    no_dangling_write_records(w)
-    dump = w.cluster.bigtable.dump(TABLE).get(TABLE, {})
-    for row, columns in dump.items():
-        for physical, versions in columns.items():
-            column, kind = split_column(physical)
-            require(kind != "lock", f"a lock was left behind on {row}.{column} at "
-                                    f"{versions[0][0]} after every client finished and a "
-                                    f"reader cleaned up")
-    for record in list(w.cluster.history.records) + list(records):
-        _all_or_nothing(w, record)
-
-
-def no_dangling_write_records(w: TrustedWorld) -> None:
-    """Every write record of a put points at data that is still there."""
-    for row, columns in w.cluster.bigtable.dump(TABLE).get(TABLE, {}).items():
-        for physical, versions in columns.items():
-            column, kind = split_column(physical)
-            for commit_ts, write in versions if kind == "write" else ():
-                _points_at_data(columns, row, column, commit_ts, write)
-
-
-def _points_at_data(columns, row, column, commit_ts, write) -> None:
-    if not isinstance(write, Write) or write.kind is not WriteKind.PUT:
-        return
-    data = dict(columns.get(data_col(column), []))
-    require(write.start_ts in data, f"the write record of {row}.{column} at {commit_ts} points at "
-                                    f"data at {write.start_ts}, which was erased")
-
-
-def _all_or_nothing(w: TrustedWorld, record) -> None:
-    if not record.writes:
-        return
-    visible = []
-    for cell, _, _ in record.writes:
-        found = w.cluster.bigtable.versions(cell.table, cell.row, write_col(cell.column))
-        visible.append(any(isinstance(v, Write) and v.start_ts == record.start_ts
-                           for _, v in found))
-    if record.committed:
-        require(all(visible), f"{record.client} committed at {record.commit_ts} but only part of "
-                              f"its writes have write records (a half-visible transaction)")
-    else:
-        require(not any(visible), f"{record.client} did not commit (rolled back), yet a write "
-                                  f"record points at its start_ts {record.start_ts}")
-
-
-def is_lock(value) -> bool:
-    return isinstance(value, Lock)

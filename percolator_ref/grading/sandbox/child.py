@@ -1,10 +1,12 @@
 """The grading child: one fresh interpreter per notebook, locked down before student code runs.
 
-``percolator grade`` (:mod:`.grader`) starts ``python -I -B -c BOOT`` in a new
+``percolator grade`` (:mod:`..grade.grader`) starts ``python -I -B -c BOOT`` in a new
 session, in a throwaway working directory, with a scrubbed environment, and
 hands it a job on stdin. :func:`child_main` then, in this order:
 
-1. imports everything grading needs (while the grader's sources are readable);
+1. imports everything grading needs (while the grader's sources are readable):
+   the exercise's spec and roles (:func:`percolator_ref.grading.roles`), never its
+   checks or the grader;
 2. sets rlimits (address space, CPU seconds, file size, open files, processes,
    no core dumps);
 3. where the kernel has Landlock, restricts itself: writes only under the
@@ -17,7 +19,7 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    the hidden reference or other submissions; no subprocess, fork, exec,
    kill, socket, ctypes, sub-interpreter or rlimit change;
 5. runs the pristine context cells, then replaces the hidden reference
-   (:func:`hide`) by stubs raising :class:`~.framework.ReferenceHidden`;
+   (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`;
 6. runs the student's answer cells, then serves the trusted world's clients
    over its channel (:func:`serve_channel`) until the grader closes it, and
    writes a short JSON report (its layers, the answer cells' error) to its
@@ -370,9 +372,9 @@ def _run_cell(cell: dict, namespace: dict):
 
 
 def _run(job: dict, report: dict) -> None:
-    from .. import exercise as exercise_module
+    from .. import roles
     from ..framework import spec_of
-    spec = spec_of(exercise_module(job["exercise"]), job["answer"])
+    spec = spec_of(roles(job["exercise"]), job["answer"])      # the roles, not the checks
     targets = tuple(job.get("hidden") or spec.hidden)   # and their helpers (:mod:`.reach`)
     for target in targets:               # imported while its source is still readable
         _locate(target)

@@ -11,7 +11,7 @@ the process and everything it could start may only:
 
 The restriction cannot be lifted. Without Landlock (another OS, an older or
 differently built kernel) it returns why, and the audit hook of
-:mod:`.sandbox` remains the only file and process guard.
+:mod:`.child` remains the only file and process guard.
 """
 from __future__ import annotations
 

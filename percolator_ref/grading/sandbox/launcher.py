@@ -1,9 +1,9 @@
 """Process control of one notebook's sandboxed child: its limits, its start, its end.
 
-:class:`InteractiveChild` starts ``python -I -B -c BOOT`` (:mod:`.sandbox`) in a
+:class:`InteractiveChild` starts ``python -I -B -c BOOT`` (:mod:`.child`) in a
 new session, in a throwaway working directory, with a scrubbed environment,
 rlimits and the job on stdin, and connects its two pipes to a
-:class:`~.trusted.Hub` in the grader; on the way out it kills the child's
+:class:`~..judge.hub.Hub` in the grader; on the way out it kills the child's
 whole session (:func:`kill_session`) and sweeps what the child's private uid
 left (:mod:`.privileges`).
 """
@@ -26,7 +26,7 @@ from . import privileges
 from ..channel import FrameReader, PipeWriter
 from .policy import ROOT
 from .child import BOOT
-from ..judge.trusted import Hub
+from ..judge.hub import Hub
 
 MB = 1 << 20
 NOT_RUN = "not run: "
@@ -81,7 +81,7 @@ def _environment(work: Path) -> dict:
 
 
 def _popen(stdin, output, fds: tuple, work: Path):
-    """Start the sandboxed child in a new session (it locks itself down: :mod:`.sandbox`)."""
+    """Start the sandboxed child in a new session (it locks itself down: :mod:`.child`)."""
     return subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, str(ROOT)],
                             stdin=stdin, stdout=output, stderr=subprocess.STDOUT,
                             pass_fds=fds, cwd=work, env=_environment(work),
@@ -120,7 +120,7 @@ def _session_members(sid: int) -> list:
 
 
 class InteractiveChild:
-    """A sandboxed child connected by two pipes to a :class:`~.trusted.Hub` in this process."""
+    """A sandboxed child connected by two pipes to a :class:`~..judge.hub.Hub` in this process."""
 
     def __init__(self, job: dict, spec, limits: Limits, seconds: float):
         """``seconds``: how long the child may live once started (its checks' limits and

@@ -1,7 +1,7 @@
 """What a grading child may read: the read policy that the sandbox's layers enforce.
 
 :func:`read_policy` turns an exercise's spec, the pristine exercises and the
-other submissions into the lists the child's layers apply (:mod:`.sandbox`'s
+other submissions into the lists the child's layers apply (:mod:`.child`'s
 audit hook, :mod:`.landlock`, :mod:`.privileges`): the Python installation
 and the kit's package may be read; the grading room, the exercises, the
 hidden reference's source and compiled forms, the submissions, a repository

@@ -1,8 +1,8 @@
 """Least privilege for the grading child: its own user, its own mounts, its own PID namespace.
 
-The grader (:mod:`.grader`) calls :func:`plan` and :func:`prepare_workdir`
+The grader (:mod:`..grade.grader`) calls :func:`plan` and :func:`prepare_workdir`
 before it starts a child, and :func:`sweep` after the child has ended. The
-child (:mod:`.sandbox`) calls :func:`isolate` before any student code runs,
+child (:mod:`.child`) calls :func:`isolate` before any student code runs,
 before its rlimits, Landlock and audit hook. The layers, each independent of
 the others:
 

@@ -17,7 +17,7 @@ reachability, so no list is kept by hand:
   :mod:`percolator_ref.rows` and :mod:`percolator_ref.model`, the cleanup a
   reader runs) is part of what the exercise hands the student, and stays.
 
-The sandbox hides ``hidden`` and :func:`helpers` of it alike (:mod:`.sandbox`).
+The sandbox hides ``hidden`` and :func:`helpers` of it alike (:mod:`.child`).
 """
 from __future__ import annotations
 

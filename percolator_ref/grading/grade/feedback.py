@@ -7,7 +7,7 @@ CSV or Gradescope's ``results.json`` shows it (:mod:`.grader`,
 """
 from __future__ import annotations
 
-from ..viz.printable import escape_text
+from ...viz.printable import escape_text
 
 __all__ = ["escape_text", "indent_lines", "unreadable"]
 
