@@ -113,7 +113,7 @@ def _exact(w, broker, folded, pending, when: str) -> None:
 
 def _touched(w, c, table: str) -> list:
     """The row transactions client ``c`` ran on ``table`` (from the world's log)."""
-    return [e["did"] for e in w.log if e["client"] == c.label and f" {table}/" in e["did"]]
+    return [e.said() for e in w.log if e.client == c.label and e.table == table]
 
 
 def _aggregated(w, broker, label="G") -> dict:

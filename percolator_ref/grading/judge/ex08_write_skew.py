@@ -230,7 +230,7 @@ def _judge_pair(p, amounts, before: int):
 def _alone(w, p, clients, won, amounts, before, said_) -> None:
     """In a schedule where one withdrawal ran entirely before the other, the first commits and
     the second, which no longer fits, is refused (the world's log orders their steps)."""
-    order = [e["client"] for e in w.log if e["client"] in clients]
+    order = [e.client for e in w.log if e.client in clients]
     first = order[0] if order else None
     if not order or order != sorted(order, key=lambda label: label != first):
         return
