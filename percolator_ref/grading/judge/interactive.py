@@ -14,6 +14,7 @@ from ..battery import BudgetExceeded, Report, Result
 from ..channel import ClientGone
 from ..client.host import ClientHost, threads_available
 from ..framework import Fail
+from .journal import to_json
 from .schedules import explore, judged_run
 from .hub import CheckTimeout, Hub, Violation
 from .trusted import TrustedWorld
@@ -24,7 +25,8 @@ BROWSER_PREEMPTIONS = 1     # where threads cannot start (Pyodide): a family's p
 
 
 class Counterexample(Fail):
-    """A failing schedule: the sentence, and the steps that lead to it."""
+    """A failing schedule: the sentence, and the steps that lead to it (the world's journal
+    entries, :class:`~.journal.Entry`)."""
 
     def __init__(self, text: str, steps: list, schedule: tuple, runs: int):
         super().__init__(text)
@@ -109,7 +111,7 @@ def run_trusted(check, hub: Hub, p: dict, max_preemptions=None, bounded=None) ->
             if trial.bounded and bounded is not None:
                 bounded.add(check.name)
     except Counterexample as exc:
-        example = {"check": check.name, "failure": _text(exc), "steps": exc.steps,
+        example = {"check": check.name, "failure": _text(exc), "steps": to_json(exc.steps),
                    "schedule": [list(c) for c in exc.schedule]}
         return Result(check.name, False, _text(exc), example)
     except Fail as exc:
