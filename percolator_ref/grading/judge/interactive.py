@@ -18,7 +18,7 @@ from .journal import to_json
 from .schedules import explore, judged_run
 from .hub import CheckTimeout, Hub, Violation
 from .trusted import TrustedWorld
-from percolator_ref.greenlets import gc_paused
+from percolator_ref.harness.greenlets import gc_paused
 
 MAX_FEEDBACK = 300
 BROWSER_PREEMPTIONS = 1     # where threads cannot start (Pyodide): a family's preemption bound
@@ -157,7 +157,7 @@ def self_check(exercise, answer, secret: int = 0, only=None) -> Report:
         raise ValueError(f"only names checks exercise {exercise.number} does not have: "
                          f"{sorted(unknown)}")
     checks = [c for c in exercise.checks if only is None or c.name in only]
-    with gc_paused(not threads):                 # Pyodide: see percolator_ref.greenlets.gc_paused
+    with gc_paused(not threads):                 # Pyodide: see percolator_ref.harness.greenlets.gc_paused
         for check in checks:
             report.results.append(run_trusted(check, hub, params[check.name], cap, bounded))
             if hub.broken:
