@@ -204,3 +204,37 @@ WRONG.update({
         "            and not self.session.is_alive(holder):   # alive: it will prewrite, leave it be\n")),
 })
 INTERLEAVING |= {"a live holder's primary prewrite is on its way: no record for it"}
+
+
+# Value classes the check of a reader of the secondary (an older transaction's rollback record
+# on the primary, below start_ts, W's prewrite of it never landed) and the roll-forward check
+# (W's commit on the primary, then a later transaction's) build for these (issue 30, classes 1
+# and 2); no other check's primary holds a write record of another transaction near W's.
+WRONG.update({
+    "the newest rollback record up to start_ts on the primary means rolled back": _answer(
+        resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    if commit_ts is not None:
+        return commit_ts
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+        return None
+    last = rt.read(write_col(primary.column), start_ts)     # newest record up to start_ts
+    if last is not None and last[1].kind is WriteKind.ROLLBACK:
+        return None                        # already rolled back
+    rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+    "the primary's newest write record decides, committed or rolled back": _answer(resolve='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    newest = rt.read(write_col(primary.column))
+    if newest is not None and newest[1].start_ts == start_ts:
+        return None if newest[1].kind is WriteKind.ROLLBACK else newest[0]
+    if rows.held_lock(rt, primary.column, start_ts) is not None:
+        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+    else:                                  # nothing of ours: refuse a late prewrite
+        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    return None
+'''),
+})

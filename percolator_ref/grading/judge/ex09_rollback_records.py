@@ -119,6 +119,8 @@ LOCKED, REWRITTEN = ("its primary still locked",
                      "its primary rolled back by a cleaner, then written by a later transaction")
 BELOW, ABOVE = ("its primary never prewritten, another transaction's lock on it below start_ts",
                 "its primary never prewritten, another transaction's lock on it above start_ts")
+OLD_RECORD = ("its primary never prewritten, an older transaction's rollback record on it below "
+              "start_ts")
 
 
 def _primary_class(w, p) -> str:
@@ -132,16 +134,22 @@ def _primary_class(w, p) -> str:
         return REWRITTEN if later and not any(is_write(v, p["s_w"]) for v in later) else "other"
     others = [ts for ts, lock in versions_in(cells, "Bob", "bal:lock")
               if isinstance(lock, dict) and lock.get("client") == "X"]
+    if not others and not later and is_write(value_at(cells, "Bob", "bal:write", p["s_a"]),
+                                              p["s_a"], "rollback"):
+        return OLD_RECORD
     return {True: BELOW, False: ABOVE}[others[0] < p["s_w"]] if len(others) == 1 else "other"
 
 
-def _secondary_only(w, p, other: int) -> None:
+def _secondary_only(w, p, other: int, rolled_back: bool = False) -> None:
     """X (alive) locked Bob.bal at ``other``; W prewrote only Joe.bal (primary Bob.bal) at
-    ``s_w`` and died before its primary's prewrite landed (it would have met X's lock)."""
+    ``s_w`` and died before its primary's prewrite landed (it would have met X's lock).
+    ``rolled_back``: X was rolled back (a record at ``other``) before W started."""
     w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, p["s0"], p["c0"])
     for ts in sorted((other, p["s_w"])):
         if ts == other:
             w.locked({("Bob", "bal"): p["b2"]}, other, "X")
+            if rolled_back:
+                w.rolled_back({("Bob", "bal"): None}, other)
         else:
             w.stamp(p["s_w"])
             with w.row("Joe") as rt:
@@ -153,12 +161,13 @@ def _secondary_only(w, p, other: int) -> None:
 @exercise.check("a reader of a dead transaction's secondary rolls both cells back, each with a "
                 "rollback record at start_ts",
                 params=_p("s0", "c0", "s_a", "s_w", "s_v", "c_v", "s_r"),
-                classes=(LOCKED, REWRITTEN, BELOW, ABOVE))
+                classes=(LOCKED, REWRITTEN, BELOW, ABOVE, OLD_RECORD))
 def _secondary(trial, p):
     for value_class in trial.each_class():
-        if value_class in (BELOW, ABOVE):
+        if value_class in (BELOW, ABOVE, OLD_RECORD):
             w = RecordsWorld(trial)
-            _secondary_only(w, p, p["s_a"] if value_class == BELOW else p["s_v"])
+            _secondary_only(w, p, p["s_v"] if value_class == ABOVE else p["s_a"],
+                            rolled_back=value_class == OLD_RECORD)
         else:
             w, _ = _crashed(trial, p)
         if value_class == REWRITTEN:
@@ -169,7 +178,7 @@ def _secondary(trial, p):
 
 
 def _secondary_ok(obs, p, value_class=LOCKED):
-    other = p["s_a"] if value_class == BELOW else p["s_v"]
+    other = p["s_v"] if value_class == ABOVE else p["s_a"]
     if value_class == LOCKED:
         rule = (f"W died before its commit point (its primary Bob.bal is still locked at "
                 f"{p['s_w']}): the reader of Joe.bal rolls back the primary, then Joe.bal")
@@ -178,6 +187,11 @@ def _secondary_ok(obs, p, value_class=LOCKED):
                 f"and V then wrote Bob.bal (write record at {p['c_v']} pointing at {p['s_v']}): "
                 f"the record that points at W's start_ts {p['s_w']} decides, not the newest, so "
                 f"the reader of Joe.bal rolls Joe.bal back")
+    elif value_class == OLD_RECORD:
+        rule = (f"W prewrote Joe.bal and died before its primary Bob.bal's prewrite landed; Bob.bal "
+                f"holds an older transaction's rollback record (at {other}), not W's: resolving W "
+                f"writes W's own rollback record at {p['s_w']}, or W's late prewrite of Bob.bal "
+                f"(whose condition looks at or after {p['s_w']} only) lands and W commits")
     else:
         rule = (f"W prewrote Joe.bal and died before its primary Bob.bal's prewrite landed; Bob.bal "
                 f"holds X's lock at {other}, a live transaction's, not W's (W's would be at "
@@ -217,11 +231,29 @@ def _primary_ok(obs, p):
             f"reader {said(obs.get('get'))}")
 
 
+COMMITTED = "its primary committed"
+OVERWRITTEN = "its primary committed, then written by a later transaction"
+
+
+def _forward_class(w, p) -> str:
+    """W's commit record on Bob.bal at c_w; and a later transaction's after it, or none."""
+    cells = w.cells()
+    if not is_write(value_at(cells, "Bob", "bal:write", p["c_w"]), p["s_w"]):
+        return "other"
+    later = [ts for ts, v in versions_in(cells, "Bob", "bal:write") if ts > p["c_w"]]
+    return {0: COMMITTED, 1: OVERWRITTEN}.get(len(later), "other")
+
+
 @exercise.check("committed before it died: roll forward, and no rollback record anywhere",
-                params=_p("s0", "c0", "s_w", "c_w", "s_r"))
+                params=_p("s0", "c0", "s_w", "c_w", "s_v", "c_v", "s_r"),
+                classes=(COMMITTED, OVERWRITTEN))
 def _forward(trial, p):
-    w, _ = _crashed(trial, p, committed=True)
-    _forward_ok(_read(w, p["s_r"], "Joe"), p)
+    for value_class in trial.each_class():
+        w, _ = _crashed(trial, p, committed=True)
+        if value_class == OVERWRITTEN:      # V wrote Bob.bal after W's commit: the newest record
+            w.committed({("Bob", "bal"): p["b2"]}, p["s_v"], p["c_v"])
+        trial.covered(value_class, _forward_class(w, p))
+        _forward_ok(_read(w, p["s_r"], "Joe"), p)
 
 
 def _forward_ok(obs, p):
