@@ -216,3 +216,18 @@ WRONG.update({
 ''')),
 })
 INTERLEAVING |= {"a live holder's missing secondary is only late: no record for it"}
+
+
+# A holder alive again by the time the reader has looked at the primary: the answer leaves the
+# transaction to it and returns None, so the reader rolls its own secondary back while the
+# holder goes on to its last prewrite and commits (issue 30, class 4). Only the coming-back
+# family whose reader reads a secondary already prewritten, the heartbeat placed between the
+# reader's look at that lock and its look at the primary, shows it.
+WRONG.update({
+    "a holder alive again after the look at the primary is left to finish: None": _answer(
+        primary=PRIMARY + '''\
+if self.session.is_alive(holder):      # it is back: nothing is decided, leave it to it
+    return None
+'''),
+})
+INTERLEAVING |= {"a holder alive again after the look at the primary is left to finish: None"}

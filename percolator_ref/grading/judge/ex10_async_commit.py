@@ -406,20 +406,22 @@ def _race_half(trial, p):
 
 
 def _coming_back(p):
-    """W's async-commit transfer of Bob.bal (its primary, listing Joe.bal) and Joe.bal, whose
-    holder stalls past its TTL and comes back before Joe.bal's prewrite lands; R reads Bob."""
+    """W's async-commit transfer of Bob.bal (its primary, listing Joe.bal and Ann.bal), Joe.bal
+    and Ann.bal, whose holder stalls past its TTL and comes back before Ann.bal's prewrite
+    lands; R reads Joe.bal (a secondary already prewritten: rolled back if its resolution
+    says so while the holder, alive again, still prewrites), then Bob.bal."""
     def family(w):
         start = w.oracle.peek()
-        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS[:2]}, start, start + 2)
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, start, start + 2)
         writer = Participant("W", "async_writer", (
-            [[row, "bal", p[f"{row[0].lower()}1"]] for row in ROWS[:2]], id(w), True),
+            [[row, "bal", p[f"{row[0].lower()}1"]] for row in ROWS], id(w), True),
             host="trusted")
-        return [writer, Participant("R", "reader", (CELLS[1:],))]
+        return [writer, Participant("R", "reader", (CELLS,))]
     return family
 
 
 def _judge_back(w, clients) -> None:
-    readers = answered_reads(clients, ["R"], CELLS[1:], "your resolve")
+    readers = answered_reads(clients, ["R"], CELLS, "your resolve")
     records = history_with(w, readers)
     settled_invariants(w, records)
     writer_answered(w, clients["W"], " (once every prewrite succeeded)")
