@@ -231,3 +231,32 @@ if self.session.is_alive(holder):      # it is back: nothing is decided, leave i
 '''),
 })
 INTERLEAVING |= {"a holder alive again after the look at the primary is left to finish: None"}
+
+
+# A reader that claims the primary (erases its lock) before it has decided, so that a second
+# reader keeps out: the second finds neither lock nor commit there and rolls its own cell back
+# while the first commits. Only the two-reader family's transfer that died with every prewrite
+# landed (one reader overtaken between its claim and its decision) builds it (issue 30, class
+# 5/7: before, only two preemptions or a crash beside the live writer's reached it).
+WRONG.update({
+    "claims the primary first (erases its lock) so that no other reader resolves it": _answer(
+        primary='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    lock = rows.held_lock(rt, primary.column, start_ts)
+    if lock is not None:               # claim it: no other reader resolves it meanwhile
+        rt.erase(lock_col(primary.column), start_ts)
+if commit_ts is not None or lock is None:
+    return commit_ts
+''', decide='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    if decided is None:
+        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
+            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+    else:
+        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
+                                          notify=False))
+    return decided
+'''),
+})
+INTERLEAVING |= {"claims the primary first (erases its lock) so that no other reader resolves it"}

@@ -359,33 +359,54 @@ def _race_reader(trial, p):
 def _race_readers(trial, p):
     trial.explore(_family(p, ["R1", "R2"]), _judge(["R1", "R2"]), ttl=FAMILY_TTL, crashes=0,
                   preemptions=1, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+    for preemptions, crashes in ((1, 0), (0, 1)):  # the transfer died with every prewrite landed
+        trial.explore(_half_prewritten(p, complete=True),
+                      lambda w, clients: _judge_half(w, clients, complete=True), ttl=FAMILY_TTL,
+                      preemptions=preemptions, crashes=crashes,
+                      world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
 
 
-def _half_prewritten(p):
+def _half_prewritten(p, complete: bool = False):
     """W prewrote Bob.bal (its primary, listing Joe.bal and Ann.bal) and Joe.bal with async
     commit, and died before Ann.bal; R1 reads Joe then Bob, R2 Bob then Joe. Either reader may
     die anywhere: a cleaner that wrote Ann.bal's rollback record and died before the primary
-    leaves a record on a secondary beside a primary still locked."""
+    leaves a record on a secondary beside a primary still locked. ``complete``: W prewrote
+    Ann.bal too, so it is committed at the largest min_commit_ts (the history says so): a
+    reader that claims the primary before deciding leaves the other reader a primary with
+    neither lock nor commit."""
     def family(w):
         start = w.oracle.peek()
         w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, start, start + 2)
-        q = {"s_w": start + 4, "mct": [start + 5, start + 7]}
-        w.async_locked({(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS[:2]}, q["s_w"],
-                       "W", q["mct"])
-        _list_all(w, q)
+        q = {"s_w": start + 4, "mct": [start + 5, start + 7, start + 9]}
+        values = {(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS[:3 if complete else 2]}
+        w.async_locked(values, q["s_w"], "W", q["mct"])
+        if complete:
+            w.record_committed(values, q["s_w"], max(q["mct"]))
+        else:
+            _list_all(w, q)
         w.crash("W")
         return [Participant("R1", "reader", (CELLS,), crashable=True),
                 Participant("R2", "reader", (CELLS[::-1],), crashable=True)]
     return family
 
 
-def _judge_half(w, clients) -> None:
+def _judge_half(w, clients, complete: bool = False) -> None:
     readers = {}
     for label, cells in (("R1", CELLS), ("R2", CELLS[::-1])):
         if not clients[label].crashed:
             readers.update(answered_reads(clients, [label], cells, "your resolve"))
     records = history_with(w, readers)
     settled_invariants(w, records)
+    if complete:                                # every prewrite landed: committed, at its ts
+        transfer = max((r for r in records if r.client.startswith("world@")),
+                       key=lambda r: r.start_ts)
+        for row in ROWS:
+            found = commit_of(w, Cell(TABLE, row, "bal"), transfer.start_ts)
+            require(found == transfer.commit_ts,
+                    f"W prewrote every cell with async commit and died: it committed, at the "
+                    f"largest min_commit_ts {transfer.commit_ts}; {row}.bal's commit: {found}")
+        judge_history(records)
+        return
     for row in ROWS:
         committed = [v.start_ts for _, v in w.cluster.bigtable.versions(TABLE, row, write_col("bal"))
                      if isinstance(v, Write) and v.kind is not WriteKind.ROLLBACK

@@ -72,6 +72,12 @@ class TrustedWorld(World):
     def committed(self, values: dict, start: int, commit: int) -> None:
         """As :meth:`World.committed`, and recorded in the history the checker reads."""
         super().committed(values, start, commit)
+        self.record_committed(values, start, commit)
+
+    def record_committed(self, values: dict, start: int, commit: int) -> None:
+        """The history records ``values`` written at ``start`` as committed at ``commit`` (for
+        :meth:`committed`, and for a transaction decided before its records are written, as
+        async commit's is once its last prewrite lands)."""
         record = TxnRecord(f"world@{start}", start, commit, TxStatus.COMMITTED)
         record.writes = [(Cell(TABLE, row, column), kind_of(value).name, value)
                          for (row, column), value in values.items()]
