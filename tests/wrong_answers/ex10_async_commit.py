@@ -248,15 +248,8 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
         rt.erase(lock_col(primary.column), start_ts)
 if commit_ts is not None or lock is None:
     return commit_ts
-''', decide='''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    if decided is None:
-        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
-            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-    else:
-        rows.apply(rt, rows.commit_writes(primary.column, Write(start_ts, lock.kind), decided,
-                                          notify=False))
-    return decided
-'''),
+''', decide=DECIDE.replace('''    if rows.held_lock(rt, primary.column, start_ts) is None:
+        return rows.find_commit_ts(rt, primary.column, start_ts)
+''', '')),                              # it claimed the primary: no need to look again
 })
 INTERLEAVING |= {"claims the primary first (erases its lock) so that no other reader resolves it"}
