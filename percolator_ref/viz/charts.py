@@ -78,6 +78,30 @@ def plot_lines(lines, title: str = "", xlabel: str = "", ylabel: str = "",
     """
     lines = check_lines(lines)
     marks = dict(marks or {})
+    check_axes(lines, xlog, ylog, marks, hline, ylim)
+    plt = pyplot()
+    if plt is None:
+        if ax is not None:
+            raise ValueError("ax must be None where matplotlib is not installed")
+        return show(ChartDrawing(lines, title, xlabel, ylabel, xlog, ylog, marks, hline, ylim))
+    if ax is None:
+        _, ax = plt.subplots(figsize=size)
+    draw_lines(ax, lines, marks, hline)
+    if xlog:
+        ax.set_xscale("log")
+    if ylog:
+        ax.set_yscale("log")
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def check_axes(lines: list, xlog: bool, ylog: bool, marks: dict, hline, ylim) -> None:
+    """A ValueError naming the argument of :func:`plot_lines` that cannot be drawn."""
     if not all(_number(x) for x in marks):
         raise ValueError(f"marks must map x positions (numbers) to text, got {marks!r}")
     if hline is not None and not _number(hline):
@@ -90,39 +114,25 @@ def plot_lines(lines, title: str = "", xlabel: str = "", ylabel: str = "",
                                   b for p in (l.interval or []) for b in p]])):
         if log and min(values) <= 0:
             raise ValueError(f"{axis}: a logarithmic axis needs values above 0, got {min(values)}")
-    plt = pyplot()
-    if plt is None:
-        if ax is not None:
-            raise ValueError("ax must be None where matplotlib is not installed")
-        return show(ChartDrawing(lines, title, xlabel, ylabel, xlog, ylog, marks, hline, ylim))
-    if ax is None:
-        _, ax = plt.subplots(figsize=size)
+
+
+def draw_lines(ax, lines: list, marks: dict, hline) -> None:
+    """The lines, marks and reference line of :func:`plot_lines` on a matplotlib Axes."""
     for i, line in enumerate(lines):
-        style = MARKERS[i % len(MARKERS)] + "-"
+        style, color = MARKERS[i % len(MARKERS)] + "-", COLORS[i % len(COLORS)]
         if line.steps:
-            ax.step(line.x, line.y, where="post", label=line.label, color=COLORS[i % len(COLORS)])
+            ax.step(line.x, line.y, where="post", label=line.label, color=color)
         elif line.interval is not None:
             low = [v - lo for v, (lo, _) in zip(line.y, line.interval)]
             high = [hi - v for v, (_, hi) in zip(line.y, line.interval)]
             ax.errorbar(line.x, line.y, yerr=[low, high], fmt=style, capsize=4, label=line.label,
-                        color=COLORS[i % len(COLORS)])
+                        color=color)
         else:
-            ax.plot(line.x, line.y, style, label=line.label, color=COLORS[i % len(COLORS)])
+            ax.plot(line.x, line.y, style, label=line.label, color=color)
     for k, (x, text) in enumerate(marks.items()):
         ax.axvline(x, color="grey", ls=MARK_STYLES[k % len(MARK_STYLES)], label=text)
     if hline is not None:
         ax.axhline(hline, color="grey", ls=":")
-    if xlog:
-        ax.set_xscale("log")
-    if ylog:
-        ax.set_yscale("log")
-    if ylim is not None:
-        ax.set_ylim(*ylim)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
-    return ax
 
 
 def _ticks(low: float, high: float, log: bool) -> list:
@@ -201,12 +211,10 @@ class ChartDrawing:
                 out.append(_marker(MARKERS[i % len(MARKERS)], self.x(a), self.y(b), color))
         return out
 
-    def _repr_svg_(self) -> str:
+    def _axes_parts(self) -> list:
         bottom, right = self.HEIGHT - self.BOTTOM, self.WIDTH - self.RIGHT
-        out = svg_open(self.WIDTH, self.HEIGHT + 18 * (len(self.lines) + len(self.marks)),
-                       self.title)
-        out.append(f'<rect x="{self.LEFT}" y="{self.TOP}" width="{right - self.LEFT}" '
-                   f'height="{bottom - self.TOP}" fill="none" stroke="black"/>')
+        out = [f'<rect x="{self.LEFT}" y="{self.TOP}" width="{right - self.LEFT}" '
+               f'height="{bottom - self.TOP}" fill="none" stroke="black"/>']
         for value in _ticks(*self.xrange, self.xlog):
             if self.xrange[0] <= value <= self.xrange[1]:
                 out.append(f'<text x="{self.x(value):.1f}" y="{bottom + 14}" '
@@ -220,6 +228,12 @@ class ChartDrawing:
         out.append(f'<text x="14" y="{(self.TOP + bottom) / 2:.0f}" text-anchor="middle" '
                    f'transform="rotate(-90 14 {(self.TOP + bottom) / 2:.0f})">'
                    f'{html.escape(self.ylabel)}</text>')
+        return out
+
+    def _repr_svg_(self) -> str:
+        bottom, right = self.HEIGHT - self.BOTTOM, self.WIDTH - self.RIGHT
+        out = svg_open(self.WIDTH, self.HEIGHT + 18 * (len(self.lines) + len(self.marks)),
+                       self.title) + self._axes_parts()
         dashes = {":": "2,3", "--": "6,3", "-.": "6,3,2,3"}
         for k, x in enumerate(self.marks):
             out.append(f'<line class="mark" x1="{self.x(x):.1f}" y1="{self.TOP}" '
