@@ -16,7 +16,7 @@ import pytest
 
 from percolator_ref import grading
 from percolator_ref.grading.channel import FrameReader, ProtocolError, addressed, \
-    check_client_message, decode, encode, encode_row, frame
+    check_client_message, decode, encode, encode_row, frame, routed
 from percolator_ref.grading.judge import interactive
 from percolator_ref.grading.judge.interactive import self_check
 from percolator_ref.grading.judge.schedules import MERGED, Chooser, explore
@@ -96,9 +96,21 @@ def test_a_row_crosses_the_channel_whole_and_a_malformed_one_is_refused():
 
 
 def test_a_message_addressed_to_a_client_is_its_frame_and_the_same_text_for_any_client():
+    """The text (what the world digests) names no client; the routed frame does, in its
+    header, and a routed reader gives the message the header's client id."""
     msg = {"op": "reply", "value": encode((1, "a"))}
     text, data = addressed(msg, 17)
-    assert text == addressed(msg, 4)[0] and data == frame(dict(msg, cid=17))
+    assert text == addressed(msg, 4)[0] and data == routed(17, text.encode())
+    r, w = os.pipe()
+    try:
+        os.write(w, data + routed(5, b'{"cid":9,"op":"ts"}') + routed(6, b"[1]"))
+        reader = FrameReader(r, routed=True)
+        assert reader.receive(1) == dict(msg, cid=17)
+        assert reader.receive(1) == {"cid": 5, "op": "ts"}      # the frame's id, not the text's
+        assert reader.receive(1) == {"cid": 6, "op": "malformed"}
+    finally:
+        os.close(r)
+        os.close(w)
 
 
 def test_the_frame_reader_waits_no_longer_than_asked_and_keeps_a_half_frame():

@@ -247,7 +247,8 @@ def test_the_sandboxed_child_loads_no_judge_no_checks_no_viz(tmp_path, monkeypat
     assert g.passed, (g.problems, [r.feedback for r in g.checks if not r.passed])
     prints = [line.split()[1:] for out in outputs for line in out.splitlines()
               if line.startswith("PROBE ")]
-    assert [p[0] for p in prints][:2] == ["cell", "served"]     # then more, if any loaded
+    kinds = [p[0] for p in prints]      # each client process runs the cell, then is served
+    assert kinds[0] == "cell" and "served" in kinds and set(kinds) == {"cell", "served"}
     prints = [p[1:] for p in prints]
     name = grading.MODULES[n]
     for loaded in prints:

@@ -48,7 +48,8 @@ from percolator_ref.variants.locks import extras_of, lock_with_extras
 MAX_MESSAGE = 1 << 20          # bytes
 MAX_DEPTH = 12
 MAX_TEXT = 10_000
-_HEADER = struct.Struct(">I")
+_HEADER = struct.Struct(">I")                # a frame: its body's length
+ROUTED = struct.Struct(">II")                # a routed frame: its body's length, a client id
 
 
 class ProtocolError(Exception):
@@ -298,11 +299,21 @@ def framed(data: bytes) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
+def routed(cid: int, data: bytes) -> bytes:
+    """A frame on the sandbox's channel (between the grader and the child's router,
+    :mod:`.processes`): ``data`` (one message's JSON) with its length and the id of the
+    client it is for or from. The client's own frames (:func:`framed`) carry no id: the
+    router adds it, so a client speaks only for itself."""
+    if len(data) > MAX_MESSAGE:
+        raise ProtocolError("message too large")
+    return ROUTED.pack(len(data), cid) + data
+
+
 def addressed(msg: dict, cid: int) -> tuple:
     """``(text, frame)``: ``msg`` (which has no ``cid``) as JSON text, the same whichever
-    client it goes to, and the frame that carries it to client ``cid``."""
+    client it goes to, and the frame that carries it to client ``cid`` (:func:`routed`)."""
     text = json.dumps(msg, separators=(",", ":"))
-    return text, framed(f'{text[:-1]},"cid":{cid:d}}}'.encode())
+    return text, routed(cid, text.encode())
 
 
 def read_exact(fd: int, n: int) -> bytes:
@@ -343,12 +354,16 @@ class FrameReader:
 
     A writer that stops halfway through a frame holds the reader no longer
     than the limit (what it wrote stays buffered for the next call).
+    ``routed=True``: the frames are :func:`routed`; each message's ``cid`` is the
+    frame's, whatever the message says, and a frame whose body is not a JSON
+    object reads as ``{"cid": cid, "op": "malformed"}`` (that client's violation).
     """
 
     CHUNK = 1 << 16
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, routed: bool = False):
         self.fd, self.buffer = fd, bytearray()
+        self.header = ROUTED if routed else _HEADER
         self.poll = select.poll()
         self.poll.register(fd, select.POLLIN)
 
@@ -357,22 +372,52 @@ class FrameReader:
         error, a malformed frame); TimeoutError if none came within ``timeout`` s."""
         deadline = time.monotonic() + max(timeout, 0.0)
         try:
-            self.fill(_HEADER.size, deadline)
-            (size,) = _HEADER.unpack_from(self.buffer)
-            if size > MAX_MESSAGE:
-                raise ProtocolError("message too large")
-            end = _HEADER.size + size
-            self.fill(end, deadline)
-            data = bytes(self.buffer[_HEADER.size:end])
-            del self.buffer[:end]
-            return parse(data)
+            self.fill(self.header.size, deadline)
+            self.fill(self.header.size + self.header.unpack_from(self.buffer)[0], deadline)
+            fields, data = self.take()
+            if len(fields) == 1:
+                return parse(data)
         except TimeoutError:
             raise
         except (EOFError, OSError, ProtocolError):       # (TimeoutError is an OSError)
             return None
+        try:
+            msg = parse(data)
+        except ProtocolError:
+            msg = {"op": "malformed"}
+        msg["cid"] = fields[1]
+        return msg
+
+    def take(self):
+        """``(header fields, body)`` of the next frame if it is whole in the buffer, else
+        None; ProtocolError if it announces a body over :data:`MAX_MESSAGE`."""
+        size = self.header.size
+        if len(self.buffer) < size:
+            return None
+        fields = self.header.unpack_from(self.buffer)
+        if fields[0] > MAX_MESSAGE:
+            raise ProtocolError("message too large")
+        end = size + fields[0]
+        if len(self.buffer) < end:
+            return None
+        data = bytes(self.buffer[size:end])
+        del self.buffer[:end]
+        return fields, data
+
+    def read_some(self) -> bool:
+        """One read into the buffer (once poll said the fd is readable, so it does not
+        block); False at the end of the channel or on a read error."""
+        try:
+            chunk = os.read(self.fd, self.CHUNK)
+        except OSError:
+            return False
+        self.buffer += chunk
+        return bool(chunk)
 
     def fill(self, n: int, deadline: float) -> None:
         """Read until the buffer holds ``n`` bytes (a frame is taken only once it is whole)."""
+        if n > self.header.size + MAX_MESSAGE:
+            raise ProtocolError("message too large")
         while len(self.buffer) < n:
             left = deadline - time.monotonic()
             if left <= 0 or not self.poll.poll(left * 1000):

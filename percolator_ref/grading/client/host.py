@@ -6,7 +6,9 @@ In the grading sandbox the student's code holds no state of its own: a
 ``lockservice``, ``clock``), and every call on them is one message to the
 trusted world (:mod:`..judge.trusted`), which executes it against its own store and
 records it. A :class:`ClientHost` runs each client of the world in a thread (or,
-where threads cannot start, as under Pyodide, in a greenlet):
+where threads cannot start, as under Pyodide, in a greenlet); in the grading
+sandbox each client has a process of its own (:mod:`.processes`), which holds
+one host serving that one client:
 ``spawn`` builds it with a *role* of the exercise (a function of the answer and
 the proxy cluster), ``call`` runs one of its methods; each ends with an
 ``answer`` message. What a client answers is only ever compared with the
@@ -30,7 +32,7 @@ from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
-from percolator_ref.greenlets import switch_into
+from percolator_ref.harness.greenlets import switch_into
 
 from ..channel import ClientGone, ProtocolError, decode, encode
 from ..framework import describe_exception, plain

@@ -24,19 +24,18 @@ async-commit transfer, its crash included, and of two readers racing.
 """
 from __future__ import annotations
 
-from percolator_ref import Cluster, ManualClock, rows
+from percolator_ref import rows
 from percolator_ref.model import Cell, Write, WriteKind, data_col, lock_col, write_col
 from percolator_ref.step import Step
 from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
-from ..battery import guard
 from ..client.ex10_async_commit import SHARED, exercise
 from ..framework import require
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
 from .invariants import answered_reads, history_with, judge_history
 from .participants import Participant
-from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
+from .protocol_world import TABLE, amounts, returned, said, timeline
 from .trusted import TrustedWorld
 
 
@@ -62,11 +61,7 @@ class AsyncWorld(TrustedWorld):
     read it serves, before it hands the row out."""
 
     def __init__(self, trial, ttl: float = 10.0, register: bool = True):
-        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl)
-        self.cluster = guard(Cluster(first_timestamp=trial.p["t0"], clock=ManualClock(),
-                                     lock_ttl=ttl, variants=[AsyncCommit()]), BUDGET)
-        self.oracle = self.cluster.oracle
-        self.hub.trusted.history = self.cluster.history
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl, [AsyncCommit()])
         self.max_ts: MaxTs = max_ts_of(self.cluster)
         SHARED[id(self)] = self.max_ts
         if register:

@@ -13,17 +13,24 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    working directory, reads only the Python installation and the kit's
    package (not ``grading/``, not the hidden reference's source), no
    ``execve``, no TCP, no signals to processes outside the sandbox;
-4. installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
-   removed): no file written outside the working directory, no reading of
-   the repository (solutions, tests, exercises, .git), the grader's modules,
-   the hidden reference or other submissions; no subprocess, fork, exec,
-   kill, socket, ctypes, sub-interpreter or rlimit change;
-5. runs the pristine context cells, then replaces the hidden reference
-   (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`;
-6. runs the student's answer cells, then serves the trusted world's clients
-   over its channel (:func:`serve_channel`) until the grader closes it, and
-   writes a short JSON report (its layers, the answer cells' error) to its
-   result fd.
+4. runs the pristine context cells, then replaces the hidden reference
+   (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`, and
+   compiles the answer cells: this state is the template of every client;
+5. forks one process per client incarnation (:mod:`.processes`): each closes
+   every descriptor but its own pipes, installs a seccomp filter (no reading or
+   changing another process's state, no signals, no file locks), moves into
+   its own work subfolder, installs :func:`make_guard` with ``sys.addaudithook``
+   (it cannot be removed): no file written outside that subfolder, no reading of the
+   repository (solutions, tests, exercises, .git), the grader's modules, the
+   hidden reference, other submissions or the other clients' folders; no
+   subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
+   change, and, while a step is hidden, no import of a variant the exercise
+   did not load (:data:`VARIANTS`); then it runs the answer cells and serves
+   one client;
+6. hands each client's pipes to the grader (which then talks to it directly)
+   and kills it when the world says so, until the grader closes the channel,
+   and writes a short JSON report (its layers, the answer cells' error) to its
+   result fd. This process never runs student code.
 
 The verdicts are never computed here: the grader's world judges its own record.
 """
@@ -43,9 +50,8 @@ import sys
 import types
 import weakref
 
-from ..channel import FrameReader, PipeWriter
-from ..client.host import ClientHost
 from ..framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
+from .processes import Router, Seal, Template, probe, sibling_filter, to_world
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox.child import child_main; child_main()")
@@ -394,46 +400,49 @@ def _run(job: dict, report: dict) -> None:
             report["internal"] = f"context cell {cell['id']} failed: {describe_exception(exc)}"
             return
     hidden_types, hidden_files = hide(targets)
-    sys.addaudithook(make_guard(*guard_args, tuple(job["hard_deny"]) + hidden_files, hidden_types,
-                                (VARIANTS,) if targets else ()))
-    report["guarded"] = True
-    _run_student(job, spec, namespace, report)
-    serve_channel(job["channel"], spec, namespace, report)
+    hard = tuple(job["hard_deny"]) + hidden_files + (job["workdir"],)   # but its own folder
+    sealed = (VARIANTS,) if targets else ()
+
+    def guard(folder: str):
+        return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
+    codes, error = _compile_answer(job)
+    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()))
+    report["guarded"] = True          # every client installs the guard before the answer runs
+    serve_channel(job["channel"], template, error, report, job["fd_socket"])
 
 
-def _run_student(job, spec, namespace, report) -> None:
-    for cell in [c for c in job["cells"] if c["kind"] == "answer"]:
-        try:
-            _run_cell(cell, namespace)
-        except BaseException as exc:      # noqa: BLE001 - SystemExit too: the student's error
-            report["answer_error"] = describe_exception(exc)
-            return
-    if spec.answer not in namespace:
-        report["answer_error"] = f"your answer cells do not define {spec.answer}"
+def _compile_answer(job) -> tuple:
+    """The answer cells compiled (not run: each client process runs them); a syntax error."""
+    try:
+        return [compile(c["source"], ANSWER_FILENAME.format(c["id"]), "exec")
+                for c in job["cells"] if c["kind"] == "answer"], ""
+    except BaseException as exc:      # noqa: BLE001 - the student's error
+        return [], describe_exception(exc)
 
 
-def serve_channel(fds, spec, namespace, report) -> None:
+def serve_channel(fds, template: Template, error: str, report, fd_socket: int) -> None:
     """Interactive grading: the answer's clients talk to the grader's trusted world.
 
-    Sends ``answer_error`` (the answer cells failed) or ``ready``, then runs
-    the clients the world spawns until the grader closes the channel.
+    Runs the answer cells once in a guarded fork (:func:`.processes.probe`), sends
+    ``answer_error`` (they failed) or ``ready``, then forks a process for each
+    client the world spawns and hands its pipes to the grader
+    (:class:`.processes.Router`) until the grader closes the channel.
     """
-    out = PipeWriter(fds[1])
-    if report.get("answer_error"):
-        out.send({"op": "answer_error", "text": report["answer_error"]})
+    error = error or probe(template)
+    if error:
+        report["answer_error"] = error
+        to_world(fds[1], {"op": "answer_error", "text": error})
         return
-    host = ClientHost(out.send, spec.roles, namespace[spec.answer], ttl=10.0)
     layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
-    out.send({"op": "ready", "landlock": layers})
-    reader = FrameReader(fds[0])
-    while True:
-        try:
-            msg = reader.receive(3600.0)
-        except TimeoutError:
-            continue
-        if msg is None:
-            return
-        host.deliver(msg)
+    to_world(fds[1], {"op": "ready", "landlock": layers})
+    router = Router(template, fds, fd_socket)
+    try:
+        router.run()
+    finally:                          # what the clients cost (tools/grade_cpu.py prints it)
+        own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        report["clients"] = {"processes": router.forked,
+                             "cpu": round(kids.ru_utime + kids.ru_stime, 3),
+                             "template_cpu": round(own.ru_utime + own.ru_stime, 3)}
 
 
 def child_main() -> None:

@@ -9,21 +9,26 @@ left (:mod:`.privileges`).
 """
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
 import secrets
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import privileges
-from ..channel import FrameReader, PipeWriter
+from ..channel import ROUTED, FrameReader, PipeWriter, ProtocolError, framed, parse
+from .processes import ENDS, HANDOVER, SPAWN
 from .policy import ROOT
 from .child import BOOT
 from ..judge.hub import Hub
@@ -130,6 +135,7 @@ class InteractiveChild:
         self.ending = threading.Lock()
         self.job, self.spec, self.limits = job, spec, limits
         self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
+        self.pipes = None
         self.base = Path(tempfile.mkdtemp(prefix="percolator-grade-"))
         self.work, self.io = self.base / "work", self.base / "io"
         try:
@@ -149,27 +155,30 @@ class InteractiveChild:
             raise
 
     def _start(self):
-        down_r, down_w = os.pipe()          # world -> client
+        down_r, down_w = os.pipe()          # world -> router (spawn, gone, bye)
         self.fds += [down_r, down_w]
-        up_r, up_w = os.pipe()              # client -> world
+        up_r, up_w = os.pipe()              # router -> world (ready, answer_error)
         self.fds += [up_r, up_w]
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.fds += [ours.detach(), theirs.detach()]       # each client's pipes come here
         result = os.open(self.io / "result", os.O_WRONLY | os.O_CREAT, 0o600)
         self.fds.append(result)
         notebook = SETUP_SECONDS + self.spec.time_limit
         job = dict(self.job, workdir=str(self.work), nonce=secrets.token_hex(16), result_fd=result,
-                   channel=[down_r, up_w], limits=_rlimits(self.limits, notebook))
+                   channel=[down_r, up_w], fd_socket=self.fds[-2],
+                   limits=_rlimits(self.limits, notebook))
         job["hard_deny"] = job["hard_deny"] + [str(self.io)]
         job["privileges"] = self.privileges = privileges.plan(job["expose"])
         privileges.prepare_workdir(self.base, self.work, job["privileges"])
         (self.io / "job").write_text(json.dumps(job))
         with open(self.io / "job", "rb") as stdin, open(self.io / "output", "wb") as output:
-            self.proc = _popen(stdin, output, (down_r, up_w, result), self.work)
-        for fd in (down_r, up_w, result):
+            self.proc = _popen(stdin, output, (down_r, up_w, job["fd_socket"], result), self.work)
+        for fd in (down_r, up_w, job["fd_socket"], result):
             os.close(fd)
             self.fds.remove(fd)
-        writer = PipeWriter(down_w, deadline=True)
-        self.hub = Hub(None, self.spec.roles, student_receive=FrameReader(up_r).receive,
-                       student_write=lambda data, deadline: _write_quietly(writer, data, deadline))
+        self.pipes = ClientPipes(down_w, up_r, self.fds.pop())    # it closes the socket
+        self.hub = Hub(None, self.spec.roles, student_receive=self.pipes.receive,
+                       student_write=self.pipes.write)
         self.watchdog = threading.Timer(self.seconds + GRACE_SECONDS, self.expire)
         self.watchdog.daemon = True
         self.watchdog.start()
@@ -219,6 +228,8 @@ class InteractiveChild:
                 kill_session(self.proc.pid)
                 self.proc.wait()
             privileges.sweep(self.privileges)
+        if self.pipes is not None:
+            self.pipes.close()
         for fd in self.fds:
             try:
                 os.close(fd)
@@ -226,6 +237,110 @@ class InteractiveChild:
                 pass
         shutil.rmtree(self.base, ignore_errors=True)
         return False
+
+
+class ClientPipes:
+    """The grader's ends of a child's channel and of each of its client processes' pipes.
+
+    The child's channel carries routed frames (:func:`~.channel.routed`) between the
+    world and the child's router: ``spawn``, ``gone`` and ``bye``, and the child's
+    ``ready``. For a spawn the router passes the new client's two pipe ends over the fd
+    socket; from then on the world's messages to that client are written to its pipe,
+    and whatever is read from its pipe is that client's (its ``cid`` is set here,
+    whatever the message says). A client whose pipe ends, or whose frame breaks the
+    channel's rules, reads as ``{"cid", "op": "exited"}`` (its protocol violation).
+    """
+
+    def __init__(self, down: int, up: int, fd_socket: int):
+        self.channel = PipeWriter(down, deadline=True)
+        self.readers = {up: FrameReader(up, routed=True)}     # fd -> reader
+        self.up, self.socket = up, socket.socket(fileno=fd_socket)
+        self.clients: dict = {}           # cid -> (PipeWriter to it, the fd it writes)
+        self.owner: dict = {}             # a client's fd -> its cid
+        self.pending: collections.deque = collections.deque()
+        self.poll = select.poll()
+        self.poll.register(up, select.POLLIN)
+
+    def write(self, data: bytes, deadline: float) -> None:
+        """Carry the world's routed frame ``data`` (TimeoutError if not taken by
+        ``deadline``; a client or a child gone is reported by :meth:`receive`)."""
+        cid, body = ROUTED.unpack_from(data)[1], data[ROUTED.size:]
+        if cid not in self.clients:
+            _write_quietly(self.channel, data, deadline)
+            if body.startswith(SPAWN):
+                self.adopt(cid, deadline)
+            return
+        if body in ENDS:
+            _write_quietly(self.channel, data, deadline)
+            self.forget(cid)
+            return
+        _write_quietly(self.clients[cid][0], framed(body), deadline)
+
+    def adopt(self, cid: int, deadline: float) -> None:
+        """Take client ``cid``'s pipe ends from the router (TimeoutError past ``deadline``)."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.socket], [], [], left)[0]:
+            raise TimeoutError("the router handed no pipes in time")
+        try:
+            message, fds, _, _ = socket.recv_fds(self.socket, HANDOVER.size, 2)
+        except OSError:
+            return                        # the child is gone: its channel says so
+        if len(fds) != 2 or message != HANDOVER.pack(cid):
+            for fd in fds:                # the child is gone (no pipes), or out of step:
+                os.close(fd)              # the client never answers, its check times out
+            return
+        down, up = fds
+        self.clients[cid] = (PipeWriter(down, deadline=True), up)
+        self.owner[up], self.readers[up] = cid, FrameReader(up)
+        self.poll.register(up, select.POLLIN)
+
+    def forget(self, cid: int) -> None:
+        writer, up = self.clients.pop(cid)
+        del self.owner[up], self.readers[up]
+        self.poll.unregister(up)
+        for fd in (writer.fd, up):
+            os.close(fd)
+
+    def receive(self, timeout: float):
+        """The next message from the child or one of its clients; None once the child's
+        channel has closed; TimeoutError if none came within ``timeout`` s."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while not self.pending:
+            left = deadline - time.monotonic()
+            events = self.poll.poll(max(left, 0) * 1000) if left > 0 else []
+            if not events:
+                raise TimeoutError("no message in time")
+            for fd, _ in events:
+                if fd == self.up or fd in self.owner:
+                    self.read(fd)
+        return self.pending.popleft()
+
+    def read(self, fd: int) -> None:
+        """One read from the child's channel or a client's pipe: its whole messages, each
+        with the id of the client it is from (a client's: its pipe's; else the frame's)."""
+        reader, cid = self.readers[fd], self.owner.get(fd)
+        ended = not reader.read_some()
+        try:
+            while (found := reader.take()) is not None:
+                try:
+                    msg = parse(found[1])
+                except ProtocolError:
+                    msg = {"op": "malformed"}
+                msg["cid"] = found[0][1] if cid is None else cid
+                self.pending.append(msg)
+        except ProtocolError:             # a frame too large
+            ended = True
+        if ended and cid is None:         # the child's channel: the child is gone
+            self.pending.append(None)
+            self.poll.unregister(fd)
+        elif ended:
+            self.pending.append({"cid": cid, "op": "exited"})
+            self.forget(cid)
+
+    def close(self) -> None:
+        for cid in list(self.clients):
+            self.forget(cid)
+        self.socket.close()
 
 
 def _write_quietly(writer: PipeWriter, data: bytes, deadline: float) -> None:

@@ -1,0 +1,46 @@
+"""One process per client incarnation (issue 27, item 2).
+
+The answers in ``wrong_answers/shared_memory.py`` add to a catalogue answer a
+trick that passes state between clients through process memory (a module
+global): the trick must gain nothing, graded through the sandbox.
+"""
+import pytest
+
+from percolator_ref.grading.grade.grader import Limits, grade
+from grading_helpers import solution_answer, student_notebook
+from wrong_answers.shared_memory import ATTACKS
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_process_memory_shared_by_clients_gains_nothing(name, tmp_path):
+    n, plain, trick = ATTACKS[name]
+    alone = grade(student_notebook(tmp_path / "plain.ipynb", n, plain), limits=Limits())
+    tricked = grade(student_notebook(tmp_path / "trick.ipynb", n, trick), limits=Limits())
+    assert alone.problems == [] and tricked.problems == [], (alone.summary(), tricked.summary())
+    assert 0 < alone.n_passed < alone.total
+    assert [r.passed for r in tricked.checks] == [r.passed for r in alone.checks], \
+        tricked.summary()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("n", [5, 8])
+def test_a_solution_still_scores_full_marks_with_a_process_per_client(n, tmp_path):
+    g = grade(student_notebook(tmp_path / "good.ipynb", n, solution_answer(n)), limits=Limits())
+    assert g.problems == [] and g.passed and g.n_passed == g.total, g.summary()
+
+
+@pytest.mark.timeout(900)
+def test_a_client_cannot_read_or_change_another_process(tmp_path):
+    """Exercise 5's solution whose oracle, once built, refuses to work if it finds a
+    channel to another process (a niceness, an affinity, a process group, a file lock,
+    the shared disk's free space): every check still passes, so none was open."""
+    from wrong_answers.shared_memory import SIBLING_PROBE
+    answer = solution_answer(5)
+    trigger = "        self.state_path, self.range_size = state_path, range_size\n"
+    assert trigger in answer
+    probing = SIBLING_PROBE + answer.replace(trigger, trigger + (
+        "        if _sees_another_process():\n"
+        "            raise RuntimeError(f'found {_sees_another_process()}')\n"))
+    g = grade(student_notebook(tmp_path / "probe.ipynb", 5, probing), limits=Limits())
+    assert g.problems == [] and g.n_passed == g.total, g.summary()

@@ -1,0 +1,106 @@
+"""Answers that try to pass state from one client to another through process memory.
+
+Each is a catalogue answer (``tests/wrong_answers/exNN_*.py``) with a trick
+added: while every client of a family ran as a thread of one sandboxed
+interpreter, the trick raised its score (a crashed oracle remembered its
+marks, two concurrent withdrawals saw each other); with one process per client
+incarnation it must score exactly what the plain answer scores.
+"""
+from wrong_answers.ex05_oracle import WRONG as EX05
+from wrong_answers.ex08_write_skew import WRONG as EX08
+
+IN_PLACE = "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)"
+SKEW = "checks the total but writes only its own account (write skew)"
+
+REMEMBERS_MARKS = EX05[IN_PLACE].replace('''            mark = int(text) if text else 0          # an empty file: no mark yet
+''', '''            mark = int(text) if text else MARKS.get(state_path, 0)   # emptied by a crash
+''').replace('''                    f.write(str(self.limit))
+''', '''                    f.write(str(self.limit))
+                MARKS[self.state_path] = self.limit
+''').replace('''        ts, self.next = self.next, self.next + 1
+        return ts
+''', '''        ts, self.next = self.next, self.next + 1
+        MARKS[self.state_path] = max(MARKS.get(self.state_path, 0), ts + 1)   # all served
+        return ts
+''').replace("import os\n", "import os\n\nMARKS = {}   # state file -> last mark written, in process memory\n", 1)
+
+SEES_THE_OTHER = '''
+import gc
+import threading
+
+IN_FLIGHT = {}    # customer -> [[client id, amount, commit_ts or None], ...]
+
+
+def _client_id():
+    """The id of the client running this: its thread's (a thread per client), else the host's."""
+    args = getattr(threading.current_thread(), "_args", ())
+    if args:
+        return args[0]
+    return max(next(o for o in gc.get_objects() if type(o).__name__ == "ClientHost").inboxes)
+
+
+def _live_clients():
+    """The ids of the clients this process serves now."""
+    hosts = [o for o in gc.get_objects() if type(o).__name__ == "ClientHost"]
+    return {cid for host in hosts for cid in host.inboxes}
+
+
+def withdraw(txn, customer, account, amount):
+    me = _client_id()
+    checking = txn.get(customer, "checking") or 0
+    savings = txn.get(customer, "savings") or 0
+    unseen = sum(e[1] for e in IN_FLIGHT.get(customer, [])   # my partner's, unseen by my snapshot
+                 if abs(e[0] - me) == 1 and e[0] in _live_clients()
+                 and (e[2] is None or e[2] > txn.start_ts))
+    if checking + savings - unseen < amount:
+        return False
+    entry = [me, amount, None]
+    IN_FLIGHT.setdefault(customer, []).append(entry)
+    commit = txn.commit
+
+    def committed(*args, **kwargs):
+        ok = commit(*args, **kwargs)
+        entry[2] = txn.commit_ts if ok else -1
+        return ok
+    txn.commit = committed
+    balance = checking if account == "checking" else savings
+    txn.set(customer, account, balance - amount)
+    return True
+'''
+assert REMEMBERS_MARKS.count("MARKS") == 5
+
+ATTACKS = {    # name: (exercise, plain answer, the answer with the trick)
+    "a crashed oracle's marks kept in a module global": (5, EX05[IN_PLACE], REMEMBERS_MARKS),
+    "two withdrawals that see each other in process memory": (8, EX08[SKEW], SEES_THE_OTHER),
+}
+
+SIBLING_PROBE = '''
+import fcntl, os, shutil
+
+
+def _sees_another_process():
+    """What a client could share with a sibling without the world: which of these works?"""
+    found, other = [], os.getppid()
+    for name, call in [
+            ("its niceness", lambda: os.getpriority(os.PRIO_PROCESS, other)),
+            ("its process group's niceness", lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
+            ("its affinity", lambda: os.sched_getaffinity(other)),
+            ("its process group", lambda: os.getpgid(other)),
+            ("a lock on a file both read", lambda: fcntl.flock(open(os.__file__), fcntl.LOCK_SH)),
+            ("the shared disk's free space", lambda: shutil.disk_usage(".")),
+            ("a pidfd", lambda: os.pidfd_open(other)),
+            ("a signal", lambda: os.kill(other, 0)),
+            ("a fork", lambda: os.fork() or 1),
+            ("another client's folder", lambda: os.listdir("..")),
+            ("POSIX shared memory", lambda: __import__("_posixshmem").shm_open(
+                "/percolator-sibling", os.O_CREAT | os.O_RDWR, 0o600))]:
+        try:
+            call()
+            found.append(name)
+        except (OSError, ImportError):        # PermissionError (the guard), EPERM (seccomp)
+            pass
+    return found
+'''
+"""Run by a client: the channels to another process of the sandbox it finds open. Any one
+of them lets two clients (or two incarnations of one) pass state the world never sees.
+(Exercise 5's files, /dev/shm's too, are the world's virtual disk: not a channel.)"""
