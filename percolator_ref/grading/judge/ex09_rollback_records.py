@@ -62,6 +62,12 @@ class RecordsWorld(TrustedWorld):
         if register:
             trial.worlds.append(self)
 
+    def plain(self) -> bool:
+        """No state of its own: its cluster's store, oracle, clock and lock service are all
+        a run depends on (the rollback records are cells), so the explorer may merge and
+        reduce its runs as a plain world's (:meth:`TrustedWorld.fingerprint`)."""
+        return type(self) is RecordsWorld and tuple(self.cluster.bigtable.interceptors) == self.guards
+
     def rolled_back(self, values: dict, start: int, cells: int = 1) -> None:
         """The first ``cells`` cells of a locked transaction rolled back, with records."""
         for row, column in list(values)[:cells]:
@@ -424,4 +430,13 @@ def _race_late(trial, p):
                 "prewrite the network delivers twice", params=_family_p, limit=60.0)
 def _race_twice(trial, p):
     trial.explore(_family(p, "twice-primary"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
+
+
+@exercise.check("every interleaving of a reader (your cleanup) with a transfer whose holder "
+                "stalls past its TTL and comes back before its primary prewrite lands",
+                params=_family_p, limit=30.0)
+def _race_back(trial, p):
+    trial.explore(_family(p, "coming-back"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  preemptions=3,
                   world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
