@@ -233,8 +233,10 @@ TOO_SLOW_IN_PYODIDE = ("issue 28: runs to its end in CPython with pandas and mat
 RUNNABLE_NOTEBOOKS = [
     "01_snapshot_isolation",
     "02_transfer_example",
+    # long: the expected failure runs into the limit, 7 minutes that make test leaves out
     pytest.param("05_observers_and_notifications",
-                 marks=pytest.mark.xfail(strict=True, reason=TOO_SLOW_IN_PYODIDE)),
+                 marks=[pytest.mark.xfail(strict=True, reason=TOO_SLOW_IN_PYODIDE),
+                        pytest.mark.long]),
     "08_scale_and_failure",
     "10_percolator_and_spanner",
 ]
