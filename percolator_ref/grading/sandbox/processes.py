@@ -20,6 +20,7 @@ each other only through the world.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import gc
 import itertools
 import json
@@ -124,6 +125,7 @@ class Template:
     guard: Callable
     workdir: str
     seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
+    output: int = 1              # where its clients' stdout and stderr go (:func:`drain_output`)
 
 
 @dataclass
@@ -145,20 +147,49 @@ def to_world(fd: int, msg: dict) -> None:
     write_all(fd, routed(PROBE, json.dumps(msg, separators=(",", ":")).encode()))
 
 
-def _keep_only(fds) -> None:
-    """Close every descriptor but 0-2 and ``fds`` (the other clients' pipes, the world's)."""
+def _keep_only(down: int, up: int, output: int) -> tuple:
+    """Close every descriptor but the client's pipes ``down`` and ``up`` (the other
+    clients' pipes, the world's); 0 reads /dev/null, 1 and 2 write the pipe ``output``
+    (:func:`drain_output`). Not the sandbox's stdout: one open file every client process
+    would inherit, whose offset and size any client could set and read (``os.lseek``,
+    ``os.fstat``), a register no world sees. Returns the pipes' descriptors (moved
+    above 2 if they were among 0-2)."""
+    down, up = (fcntl.fcntl(fd, fcntl.F_DUPFD, 3) if fd <= 2 else fd for fd in (down, up))
+    os.dup2(output, 1)
+    os.dup2(output, 2)
     low = 3
-    for fd in sorted(fds):
+    for fd in sorted((down, up)):
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)
+    null = os.open(os.devnull, os.O_RDONLY)
+    if null != 0:
+        os.dup2(null, 0)
+        os.close(null)
+    return down, up
 
 
-def _enter(template: Template, cid: int, down: int, up: int) -> str:
-    """In a fresh fork: keep only its pipes, install the seccomp filter (:class:`Seal`),
-    move into its folder, install the guard; then run the answer cells (returns their
-    error, or ""; OSError if the filter could not be installed)."""
-    _keep_only((down, up))
+def drain_output() -> int:
+    """A pipe the client processes write their output to (the write end, returned),
+    copied by a thread of the template to its own stdout (what it cannot write is
+    dropped): a pipe has no offset or size a client could set or read."""
+    r, w = os.pipe()
+
+    def copy() -> None:
+        while data := os.read(r, 1 << 16):
+            try:
+                write_all(1, data)
+            except OSError:
+                pass
+    threading.Thread(target=copy, name="client output", daemon=True).start()
+    return w
+
+
+def _enter(template: Template, cid: int) -> str:
+    """In a fresh fork whose descriptors are its pipes only (:func:`_keep_only`): install
+    the seccomp filter (:class:`Seal`), move into its folder, install the guard; then run
+    the answer cells (returns their error, or ""; OSError if the filter could not be
+    installed)."""
     if template.seal is not None:
         template.seal.install()           # OSError: the client does not run
     folder = os.path.join(template.workdir, f"client-{cid}")
@@ -197,8 +228,9 @@ def client_main(template: Template, cid: int, down: int, up: int) -> None:
     The client runs in this process's main thread, on the first message (its spawn).
     It is client :data:`LOCAL` to itself: the world's id for it is the router's to add."""
     try:
+        down, up = _keep_only(down, up, template.output)
         try:
-            error = _enter(template, cid, down, up)
+            error = _enter(template, cid)
         except OSError as exc:            # not sealed: no student code runs here
             if cid != PROBE:
                 return
