@@ -11,7 +11,9 @@
 #   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
 #   make por-equivalence  every catalogue entry self-checked with and without partial-order
 #                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
-#   make test         make lite and release, pytest tests/, then nbval over notebooks/ and solutions/
+#   make test         pytest tests/ (building the sites when a test first needs them), then nbval
+#                     over notebooks/ and solutions/ (CI's command; at most 12 minutes)
+#   make test-long    the tests marked long: soaks, sweeps, the whole catalogue sandboxed
 #   make system-deps  Debian's chromium and redis-server (needs root or sudo)
 #   make clean        remove .venv and build/test leftovers
 
@@ -28,7 +30,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test secret-sweep por-equivalence system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test test-long secret-sweep por-equivalence system-deps clean
 
 venv: $(STAMP) trust
 
@@ -92,21 +94,28 @@ grade-bench: venv
 
 # pytest exits 5 when it collects nothing; that is not a failure while a
 # notebook folder is still empty. nbval runs only over folders that hold
-# notebooks (exercises/ is left out: unsolved exercises fail by design). nbval runs in one
-# process: notebook 06 measures a CPU-time ratio that a notebook beside it would disturb.
-# PERCOLATOR_REQUIRE_LITE: tests/test_lite.py fails (not skips) without build/lite;
-# PERCOLATOR_REQUIRE_RELEASE: tests/test_release.py, without build/release/site.
-test: venv lite release
-	PERCOLATOR_REQUIRE_LITE=1 PERCOLATOR_REQUIRE_RELEASE=1 $(BIN)/python -m pytest -n $(TEST_JOBS) tests $(PYTEST_ARGS)
+# notebooks (exercises/ is left out: unsolved exercises fail by design), one notebook per
+# test process (--dist loadfile keeps a notebook's cells in order in one kernel).
+# The sites are not built first: PERCOLATOR_BUILD_SITES=1 lets the first test that needs
+# build/lite or build/release build it, once per run (tests/site_build.py), while the other
+# test process goes on with unit tests.
+# Tests marked `long` (soaks, sweeps, every catalogue entry through the sandbox: a faster
+# test in this run covers each property) run under make test-long.
+test: venv
+	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) -m "not long" tests $(PYTEST_ARGS)
 	@dirs=""; \
 	for d in $(NB_DIRS); do \
 	  if [ -n "$$(find $$d -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' -print -quit 2>/dev/null)" ]; then dirs="$$dirs $$d"; fi; \
 	done; \
 	if [ -z "$$dirs" ]; then echo "nbval: no notebooks yet in $(NB_DIRS); skipped"; exit 0; fi; \
-	echo "$(BIN)/python -m pytest --nbval --nbval-current-env$$dirs $(PYTEST_ARGS)"; \
-	$(BIN)/python -m pytest --nbval --nbval-current-env $$dirs $(PYTEST_ARGS); rc=$$?; \
+	echo "$(BIN)/python -m pytest --nbval --nbval-current-env -n $(TEST_JOBS) --dist loadfile$$dirs $(PYTEST_ARGS)"; \
+	$(BIN)/python -m pytest --nbval --nbval-current-env -n $(TEST_JOBS) --dist loadfile $$dirs $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "nbval: no notebook cells collected in$$dirs"; rc=0; fi; \
 	exit $$rc
+
+# The long tests make test leaves out (pyproject.toml's `long` mark): tens of minutes.
+test-long: venv
+	PERCOLATOR_BUILD_SITES=1 $(BIN)/python -m pytest -n $(TEST_JOBS) -m long tests $(PYTEST_ARGS)
 
 # Every catalogue entry graded in-process under 100 secrets (issue 19): hours on 2 cores,
 # so not part of `make test`.

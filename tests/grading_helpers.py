@@ -199,3 +199,15 @@ def optimized_pyc_of(source: Path):
     finally:
         if not existed:
             target.unlink(missing_ok=True)
+
+
+def first_failure(spec, answer, secret: int = 0):
+    """The self-check's first failing check (its Result), or None if every check passes:
+    the checks run one at a time, in the report's order, and none after the first that
+    fails (the whole self-check would run them all to keep only this one)."""
+    from percolator_ref.grading.judge.interactive import self_check
+    for check in spec.checks:
+        [result] = self_check(spec, answer, secret=secret, only={check.name}).results
+        if not result.passed:
+            return result
+    return None

@@ -1,7 +1,9 @@
 """Every converted exercise: the solution passes every check, every wrong answer fails one.
 
-The wrong answers (tests/wrong_answers/exNN_*.py) are whole answer cells, graded
-through the real path: notebook -> answer cell -> sandboxed child -> verdicts.
+The wrong answers (tests/wrong_answers/exNN_*.py) are whole answer cells. Every one fails
+the notebook's self-check (the grader's worlds and schedules, in this process); through the
+real path (notebook -> answer cell -> sandboxed child -> verdicts), the first of each
+exercise in every run and all of them under ``make test-long``.
 """
 import pytest
 
@@ -9,7 +11,7 @@ from percolator_ref import grading
 from percolator_ref.grading import Exercise
 from percolator_ref.grading.grade.grader import Limits, grade
 from percolator_ref.grading.judge.interactive import self_check
-from grading_helpers import load_catalogue, solution_answer, student_notebook
+from grading_helpers import first_failure, load_catalogue, solution_answer, student_notebook
 
 CONVERTED = [n for n in sorted(grading.MODULES)
              if isinstance(getattr(grading.exercise(n), "exercise", None), Exercise)]
@@ -35,9 +37,29 @@ def test_solution_passes_every_check_in_the_sandbox(n, tmp_path):
 
 
 @pytest.mark.parametrize("n,name", CASES, ids=[f"ex{n}-{name[:40]}" for n, name in CASES])
+def test_wrong_answer_fails_a_check_in_the_notebook(n, name):
+    """Every entry fails a check of the notebook's own self-check (the grader's worlds and
+    schedules, in this process), and its feedback is a sentence, not a bare error."""
+    spec = grading.exercise(n).exercise
+    failed = first_failure(spec, answer_of(n, name))
+    assert failed is not None, f"survived: {name}"
+    assert len(failed.reason) > 30 and "Traceback" not in failed.reason
+
+
+def through_the_sandbox(cases):
+    """The first entry of each exercise in every run; the others under the ``long`` mark
+    (``make test-long``): each grade is a sandboxed child running every check (seconds of
+    CPU, about ten minutes for the whole catalogue on two cores)."""
+    firsts = {n: name for n, name in reversed(cases)}
+    return [pytest.param(n, name, marks=() if firsts[n] == name else pytest.mark.long,
+                         id=f"ex{n}-{name[:40]}") for n, name in cases]
+
+
+@pytest.mark.parametrize("n,name", through_the_sandbox(CASES))
 def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, tmp_path):
-    """Graded once through the sandbox; then the notebook's own self-check, in this
-    process, runs the checks the grade failed, and must fail each of them too."""
+    """Graded once through the real path (notebook -> answer cell -> sandboxed child ->
+    verdicts); then the notebook's own self-check, in this process, runs the checks the grade
+    failed, and must fail each of them too."""
     answer = load_catalogue(n)[name]
     g = grade(student_notebook(tmp_path / "wrong.ipynb", n, answer), limits=LIMITS)
     assert g.problems == [], g.summary()           # it ran: the checks caught it, not a crash
@@ -45,15 +67,19 @@ def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, 
     assert failed, f"survived: {name}\n{g.summary()}"
     for r in failed:                                # feedback is a sentence, not a bare error
         assert len(r.reason) > 30 and "Traceback" not in r.reason
-    namespace = {}
-    exec(compile(answer, "<answer>", "exec"), namespace)
     spec = grading.exercise(n).exercise
-    impl = namespace[spec.answer]
-    own = self_check(spec, impl, only={r.name for r in failed})
+    own = self_check(spec, answer_of(n, name), only={r.name for r in failed})
     assert [r.name for r in own.results] == [r.name for r in failed]
     mine = {r.name: r.passed for r in own.results}
     assert not any(mine[r.name] for r in failed), f"the self-check passed what the grade failed: " \
                                                   f"{name}\n{own}"
+
+
+def answer_of(n: int, name: str):
+    """The catalogue entry's answer object (what its cell defines under the spec's name)."""
+    namespace = {}
+    exec(compile(load_catalogue(n)[name], "<answer>", "exec"), namespace)
+    return namespace[grading.exercise(n).exercise.answer]
 
 
 def instructor_table() -> dict:

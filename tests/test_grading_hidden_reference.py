@@ -6,7 +6,7 @@ import pytest
 from percolator_ref import grading
 from percolator_ref.grading.grade.grader import Limits, grade
 from percolator_ref.grading.judge.interactive import self_check
-from grading_helpers import load_catalogue, solution_answer, student_notebook
+from grading_helpers import first_failure, load_catalogue, solution_answer, student_notebook
 
 HIDDEN = "hidden during grading: write the step yourself"
 
@@ -118,7 +118,8 @@ def test_feedback_carries_the_numbers_of_the_run(n):
         namespace = {}
         exec(compile(source, "<answer>", "exec"), namespace)
         answer = namespace[spec.answer]
-        first = next(r for r in grading.run_local(spec, answer, secret=11).results if not r.passed)
+        first = first_failure(spec, answer, secret=11)
+        assert first is not None, name
         [again] = self_check(spec, answer, secret=12, only={first.name}).results
         assert not again.passed, name                 # the same check fails under each secret
         assert first.reason != again.reason, name

@@ -573,9 +573,17 @@ def hostile_counterexample() -> dict:
         txn.set(f"row{k}{text}", "bal", f"{name}: {text}")
     txn.set("Bob", f"col{ESCAPES['window title']}", ESCAPES["clipboard write"])
     assert txn.commit()
-    cells = encode(cluster.bigtable.dump())
-    steps = [{"client": f"A{text}", "did": f"prewrite-primary row0{text}", "cells": cells,
-              "writes": [[f"bal{text}", 1, text]], "clock": 0} for text in ESCAPES.values()]
+    setup = [{"client": "world", "step": "row-transaction", "table": table, "row": row,
+              "changes": [[column, ts, None, encode(value)] for column, versions in cols.items()
+                          for ts, value in versions]}
+             for table, rows in cluster.bigtable.dump().items() for row, cols in rows.items()]
+    steps = [{"client": f"A{text}", "step": f"prewrite-primary{text}", "clock": 0,
+              "events": [{"table": f"t{text}", "row": f"row0{text}",
+                          "changes": [[f"bal{text}", 1, None, text]]}],
+              "failure": f"lost{text}"} for text in ESCAPES.values()]
+    steps[0]["before"] = setup
+    steps += [{"client": "B", "step": f"disk{text}", "value": f"put{text}", "events": []}
+              for text in ESCAPES.values()]
     return {"check": f"check {ESCAPES['clear screen']}", "failure": f"boom {ESCAPES['hyperlink']}",
             "steps": steps}
 

@@ -1,9 +1,8 @@
 """The student edition (``make release``, ``release/build.py``): no answers in it, and it runs.
 
 The folder and the zip are built here, in a temporary directory; the browser site is
-the one ``make release`` built in ``build/release/site`` (``make test`` builds it
-first and sets ``PERCOLATOR_REQUIRE_RELEASE=1``, so a missing site fails instead of
-skipping).
+the one ``make release`` builds in ``build/release/site`` (under ``make test``, the first
+test that needs it builds it: ``tests/site_build.py``).
 
 *Readable* means: more than half of a reference's distinctive lines are lines of one file
 of the edition (a text file, in the folder, in the zip, in the site, or inside a
@@ -31,6 +30,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from site_build import require_built
 
 ROOT = Path(__file__).resolve().parent.parent
 SITE = ROOT / "build" / "release" / "site"
@@ -271,10 +272,8 @@ def test_exercise_01_passes_with_the_solution_and_fails_unsolved_inside_the_edit
 
 
 def require_site() -> None:
-    if not (SITE / "jupyter-lite.json").exists():
-        if os.environ.get("PERCOLATOR_REQUIRE_RELEASE"):
-            pytest.fail(f"{SITE} is not built: run make release")
-        pytest.skip(f"{SITE} is not built (make release; make test builds it)")
+    """build/release/site, built once per run under make test (site_build)."""
+    require_built("release")
 
 
 @pytest.mark.slow

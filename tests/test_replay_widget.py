@@ -7,7 +7,7 @@ X did row transaction Y), the cells after it, the stepper's controls.
 import pytest
 
 from percolator_ref import grading
-from percolator_ref.grading.channel import decode
+from percolator_ref.grading.judge.journal import CRASH, TIMESTAMP
 from percolator_ref.grading.judge.interactive import self_check
 from percolator_ref.viz import RecordedStepper
 from percolator_ref.viz.widget import StepperWidget
@@ -31,9 +31,10 @@ def test_the_widget_is_the_stepper_widget_over_the_counterexamples_steps(failing
     assert isinstance(w, StepperWidget) and isinstance(w.stepper, RecordedStepper)
     assert len(w.stepper.frames) == len(steps) >= 2
     for frame, step in zip(w.stepper.frames, steps):
-        assert frame.actor == step["client"] and step["did"] in frame.title
-        assert frame.dump == decode(step["cells"])
-    assert w.stepper.frames[-1].dump == decode(steps[-1]["cells"])
+        assert frame.actor == step["client"]
+        if step["step"] not in (TIMESTAMP, CRASH):      # a row transaction: its step and row
+            assert frame.title.endswith(f"{step['step']} {step['events'][0]['row']}")
+    assert any(s["step"] == "prewrite-primary" for s in steps)
     assert failing.reason.split(" (shortest")[0] in w.children[0].value.replace("&#x27;", "'")
 
 

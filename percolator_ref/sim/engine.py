@@ -24,7 +24,7 @@ import threading
 from typing import Callable, Optional
 
 from ..services.clock import ManualClock
-from ..greenlets import gc_paused, switch_into
+from ..harness.greenlets import gc_paused, switch_into
 from ..viz.browser import IN_BROWSER
 
 STALL_SECONDS = 120.0        # real seconds without a simulated event: something deadlocked

@@ -8,16 +8,15 @@ to the next stored frame, and the recorded choice is the only one (the one
 client that moves next). ``crash`` is refused: a recorded run cannot branch.
 
 :func:`recorded_frame` builds one :class:`RecordedFrame` from what a step
-recorded: who did it, what it did (a sentence), the store's dump after it,
-the versions it wrote or erased (drawn bold or struck through, as in the
-stepper) and the clock.
+recorded: who did it, what it did (in words, for the title), the store's dump
+after it, the tracer's events of the step (the versions they wrote or erased
+are drawn bold or struck through, as in the stepper) and the clock.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-from ..trace import Change, RowTransactionEvent
 from .stepper import Frame, FrameCursor
 
 
@@ -33,25 +32,14 @@ class RecordedFrame(Frame):
 
 
 def recorded_frame(index: int, total: int, actor: str, did: str, dump: dict,
-                   before: Optional[dict], writes=(), clock: float = 0.0,
-                   table: Optional[str] = None, row: Optional[str] = None,
-                   crashed: bool = False, note: str = "") -> RecordedFrame:
-    """One stored frame. ``writes``: ``[(physical column, ts, erased?)]`` of the row
-    transaction of ``table``/``row``; ``before``: the dump before it (for what was erased);
-    ``note``: said after what the client did."""
-    changes = tuple(_change(dump, before or {}, table, row, column, ts, erased)
-                    for column, ts, erased in writes)
-    events = (RowTransactionEvent(index, actor, table, row, did.split(" ")[0], (), changes),) \
-        if changes else ()
+                   events=(), clock: float = 0.0, crashed: bool = False,
+                   note: str = "") -> RecordedFrame:
+    """One stored frame. ``did``: what ``actor`` did, in words; ``dump``: the store after
+    it; ``events``: the step's :class:`~percolator_ref.trace.RowTransactionEvent` s (what
+    they changed is marked); ``note``: said after what the client did."""
     note = f"{actor} {did}." + (f" {note}" if note else "")
-    return RecordedFrame(index, actor, events, dump, note, "", clock, (),
-                         "crash" if crashed else "step", did, total)
-
-
-def _change(dump: dict, before: dict, table, row, column, ts, erased: bool) -> Change:
-    def at(d):
-        return next((v for t, v in d.get(table, {}).get(row, {}).get(column, []) if t == ts), None)
-    return Change(column, ts, at(before), None if erased else at(dump))
+    return RecordedFrame(index, actor, tuple(e for e in events if e.changes), dump, note, "",
+                         clock, (), "crash" if crashed else "step", did, total)
 
 
 class RecordedStepper(FrameCursor):

@@ -41,7 +41,7 @@ import greenlet
 from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate, attach
-from ..greenlets import switch_into
+from ..harness.greenlets import switch_into
 from .tables import CellTable
 
 

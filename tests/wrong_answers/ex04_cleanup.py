@@ -248,3 +248,39 @@ if lock.is_primary:
     return
 '''),
 })
+
+
+# Two row transactions where one must decide: rolling a secondary forward (a second reader
+# between them, once the holder committed its primary and died), or deciding at the primary
+# and rolling it back (the slow holder commits between them). Every single-client check ends
+# in the same cells; the families of exercise 4 catch them (issue 30 owed exercise 4 two).
+WRONG.update({
+    "rolls forward by erasing the lock first, then writing the record": _answer(secondary='''\
+with session.row_transaction(cell.table, cell.row, Step.ROLL_BACK) as rt:
+    if rows.held_lock(rt, cell.column, lock.start_ts) is None:
+        return
+    rt.erase(lock_col(cell.column), lock.start_ts)   # take the lock away first: it is ours now
+    if commit_ts is None:
+        rt.erase(data_col(cell.column), lock.start_ts)
+        return
+with session.row_transaction(cell.table, cell.row, Step.ROLL_FORWARD) as rt:
+    rt.write(write_col(cell.column), commit_ts, Write(lock.start_ts, lock.kind))
+'''),
+    "asks again whether the holder is alive before rolling its primary back": _answer(primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, lock.start_ts)
+    locked = rows.held_lock(rt, primary.column, lock.start_ts) is not None
+if commit_ts is None and locked:
+    if session.is_alive(lock.client):  # it came back meanwhile: let it finish
+        return
+    with session.row_transaction(primary.table, primary.row, Step.ROLL_BACK) as rt:
+        rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''),
+})
+INTERLEAVING |= {
+    "rolls forward by erasing the lock first, then writing the record",
+    "asks again whether the holder is alive before rolling its primary back",
+}

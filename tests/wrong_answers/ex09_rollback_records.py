@@ -192,3 +192,15 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
     return None
 '''),
 })
+
+
+# A holder judged dead that comes back (heartbeats) before its primary's prewrite lands
+# (issue 30, class 4): only the late-primary family, whose writer heartbeats as a message of
+# its own before that prewrite, with three preemptions, shows these.
+WRONG.update({
+    "a live holder's primary prewrite is on its way: no record for it": _answer(resolve=RESOLVE.replace(
+        "    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:\n",
+        "    elif rt.read(write_col(primary.column), start_ts, start_ts) is None \\\n"
+        "            and not self.session.is_alive(holder):   # alive: it will prewrite, leave it be\n")),
+})
+INTERLEAVING |= {"a live holder's primary prewrite is on its way: no record for it"}

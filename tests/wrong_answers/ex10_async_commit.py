@@ -9,7 +9,7 @@ import textwrap
 
 HEADER = '''from percolator_ref import rows
 from percolator_ref.cleanup import Cleanup
-from percolator_ref.model import Cell, Write, WriteKind, write_col
+from percolator_ref.model import Cell, Write, WriteKind, lock_col, write_col
 from percolator_ref.step import Step
 
 '''
@@ -147,3 +147,72 @@ INTERLEAVING = {
     "the missing secondary's record is written in a row transaction of its own",
     "a secondary without a lock is missing (committed ones too)",
 }
+
+
+# Another transaction's lock on a cell the transaction lists, where its own prewrite never
+# landed (issue 30, class 3): only the missing-secondary check's classes with X's lock show
+# these; every other check meets only W's locks.
+WRONG.update({
+    "a listed secondary that is locked counts as prewritten": _answer(check=CHECK.replace(
+        "        other = rows.held_lock(rt, cell.column, start_ts)\n",
+        "        other = rt.read(lock_col(cell.column))           # is the secondary still locked?\n"
+        "        other = other[1] if other is not None else None\n")),
+    "a secondary's lock from before start_ts counts as the transaction's": _answer(check=CHECK.replace(
+        "        other = rows.held_lock(rt, cell.column, start_ts)\n",
+        "        other = rt.read(lock_col(cell.column), start_ts)      # locked when we started?\n"
+        "        other = other[1] if other is not None else None\n")),
+    "the primary's lock is the transaction's: resolves at its start_ts": _answer(primary='''\
+with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
+    found = rt.read(lock_col(primary.column))            # the primary's lock
+if commit_ts is not None or found is None:
+    return commit_ts
+lock = found[1]
+''', decide=DECIDE.replace("start_ts", "lock.start_ts")),
+})
+
+
+# A rollback record on a secondary while the primary is still locked: a cleaner that fenced
+# the secondary and died (or was overtaken) before rolling the primary back (issue 30, class
+# 5). Only the family of two readers of a transfer that died half-prewritten, one of them
+# overtaken (one preemption) or dead (one crash) half-way, builds it.
+WRONG.update({
+    "a rollback record on a secondary: someone already rolled the transaction back": _answer(
+        check=_check('''\
+        undone = rt.read(write_col(cell.column), start_ts, start_ts) is not None
+        if other is None and done is None and not undone:
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+''').replace('''    if other is None:
+        found = None
+''', '''    if undone:                         # a rollback record: someone already rolled it back
+        return None
+    if other is None:
+        found = None
+''')),
+    "the cleaner that wrote a secondary's rollback record rolls the primary back": _answer(
+        check=_check('''\
+        if other is None and done is None:
+            fenced = rt.read(write_col(cell.column), start_ts, start_ts) is None
+            if fenced:                 # we found it missing: we roll the transaction back
+                rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+'''), decide=DECIDE.replace("    if decided is None:\n", """    if decided is None:
+        if not fenced:                 # another cleaner's record: the primary is its to roll back
+            return None
+""")),
+})
+INTERLEAVING |= {
+    "a rollback record on a secondary: someone already rolled the transaction back",
+    "the cleaner that wrote a secondary's rollback record rolls the primary back",
+}
+
+
+# A holder judged dead that comes back (heartbeats) before its last prewrite lands (issue 30,
+# class 4): only the family whose writer stalls and heartbeats, as a message of its own, before
+# that prewrite, with three preemptions, shows this.
+WRONG.update({
+    "a live holder's missing secondary is only late: no record for it": _answer(check=_check('''\
+        if other is None and done is None and not self.session.is_alive(holder):
+            rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
+''')),
+})
+INTERLEAVING |= {"a live holder's missing secondary is only late: no record for it"}

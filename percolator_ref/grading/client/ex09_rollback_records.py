@@ -6,6 +6,7 @@ from percolator_ref import Transaction
 from percolator_ref.cleanup import Cleanup
 from percolator_ref.model import Cell
 from percolator_ref.session import Session
+from percolator_ref.stores.steps import declare_step
 from percolator_ref.variants import compose
 from percolator_ref.variants.rollback_records import RollbackRecords
 
@@ -66,10 +67,15 @@ class LatePrimary(Transaction):
         primary = mutations[0].cell
         order = mutations[1:] + mutations[:1]
         for i, m in enumerate(order):
+            if m is mutations[0]:
+                self.before_primary(primary)
             if not self.prewrite(m, primary):
                 self.roll_back_own(order[:i])
                 return False
         return self.commit_prewritten(mutations)
+
+    def before_primary(self, primary: Cell) -> None:
+        """Between the secondaries' prewrites and the primary's (nothing here)."""
 
     def commit_prewritten(self, mutations) -> bool:
         """Figure 6 after the prewrites: commit_ts, the primary (the commit point), the rest."""
@@ -97,7 +103,29 @@ class TwicePrimary(LatePrimary):
         return self.commit_prewritten(mutations)
 
 
-WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary}
+TXN_HEARTBEAT = declare_step("txn-heartbeat", read_only=True)
+
+
+class ComingBack(LatePrimary):
+    """A holder that stalls after its secondaries' prewrites, longer than the TTL (a pause: it
+    is judged dead), then comes back before its primary's prewrite lands: its heartbeat is a
+    message of its own (TiKV's TxnHeartBeat goes to the primary's row), which the explorer
+    places like any request."""
+
+    def before_primary(self, primary: Cell) -> None:
+        come_back(self, primary)
+
+
+def come_back(txn, primary: Cell) -> None:
+    """``txn``'s client stalls longer than the TTL (judged dead meanwhile), then heartbeats:
+    a message of its own at the primary's row, which the explorer places; alive again."""
+    txn.cluster.clock.sleep(3 * txn.session.lockservice.ttl)
+    with txn.session.row_transaction(primary.table, primary.row, TXN_HEARTBEAT):
+        pass
+    txn.session.lockservice.heartbeat(txn.client)
+
+
+WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary, "coming-back": ComingBack}
 
 
 @exercise.role("tikv_writer")

@@ -10,6 +10,7 @@ from percolator_ref.session import Session
 from percolator_ref.variants.async_commit import AsyncCommit
 
 from ..framework import Exercise
+from .ex09_rollback_records import come_back
 from .roles import record_intent
 
 
@@ -42,11 +43,23 @@ def _resolve_role(Answer, cluster, primary, start_ts, holder):
     return Answer(Session(cluster, "R")).resolve_primary(Cell(*primary), start_ts, holder)
 
 
+class ComingBack:
+    """Transaction mixin: the holder stalls past its TTL before its last prewrite (judged dead
+    meanwhile), then comes back, its heartbeat a message of its own, before that prewrite lands."""
+
+    def prewrite(self, m, primary) -> bool:
+        if self.async_mode and self.secondaries and m.cell == self.secondaries[-1]:
+            come_back(self, primary)
+        return super().prewrite(m, primary)
+
+
 @exercise.role("async_writer")
-def _async_writer_role(Reference, cluster, values, world):
-    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts."""
+def _async_writer_role(Reference, cluster, values, world, coming_back=False):
+    """A reference (trusted) async-commit transaction; its prewrites read the world's max_ts.
+    ``coming_back``: it stalls and comes back before its last prewrite (:class:`ComingBack`)."""
     variant = AsyncCommit()
-    cluster.Transaction = type("Transaction", (variant.Transaction, Transaction), {})
+    cluster.Transaction = type("Transaction", (ComingBack, variant.Transaction, Transaction)
+                               if coming_back else (variant.Transaction, Transaction), {})
     cluster.Cleanup = type("Cleanup", (variant.Cleanup, cluster.Cleanup), {})
     cluster.variant_states = {variant.name: SHARED[world]}      # the world's store's max_ts
     txn = cluster.Transaction(cluster)

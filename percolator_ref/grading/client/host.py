@@ -32,7 +32,7 @@ from percolator_ref.stores.raw import RawCellOperations
 from percolator_ref.step import Step
 from percolator_ref.trace import Tracer
 from percolator_ref.transaction import Transaction
-from percolator_ref.greenlets import switch_into
+from percolator_ref.harness.greenlets import switch_into
 
 from ..channel import ClientGone, ProtocolError, decode, encode
 from ..framework import describe_exception, plain

@@ -23,8 +23,9 @@ crash points run does not.
 """
 from __future__ import annotations
 
+from percolator_ref.trace import Change, RowTransactionEvent
 
-from ..channel import DISK_MUTATIONS, DISK_ROOT, encode
+from ..channel import DISK_MUTATIONS, DISK_ROOT
 from ..client.ex05_oracle import exercise
 from ..framework import Fail, require, said
 from .disk import Disk
@@ -58,19 +59,21 @@ class OracleWorld(TrustedWorld):
             self.crash_at = None                    # one crash per run
             self.crash_client(c)
             return None
+        before = dict(self.disk.files)
         reply = self.disk.apply(msg["fn"], msg["path"], msg["to"], msg["data"], msg["mode"])
         if msg["fn"] in DISK_MUTATIONS:
-            self.note(c, f"disk: {msg['fn']} {msg['path']}" + (f" -> {msg['to']}" if msg["to"]
-                                                                else "")
-                      + f"; {NAME} holds {self.disk.files.get(NAME)!r}")
+            self.note(c, "disk", self.disk_events(c, before),
+                      value=f"{msg['fn']} {msg['path'][:200]}" + (
+                          f" -> {str(msg['to'])[:200]}" if msg["to"] else ""))
         return reply
 
-    def note(self, c, what: str, mutations=()) -> None:
-        """Log a step; the frame's cells are the disk's files (the oracle has no other state)."""
-        super().note(c, what, mutations)
-        if "cells" in self.log[-1]:
-            self.log[-1]["cells"] = encode({"disk": {name: {"content": [(0, text)]}
-                                                     for name, text in sorted(self.disk.files.items())}})
+    def disk_events(self, c, before: dict) -> tuple:
+        """What a disk call changed, as events of the table ``disk``: a row per file, its
+        text in the column ``content`` (the replay's cells are the disk's files)."""
+        after = self.disk.files
+        return tuple(RowTransactionEvent(0, c.label, "disk", name, "disk", (), (
+            Change("content", 0, before.get(name), after.get(name)),))
+            for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name))
 
     def start(self, p, first=None, label=None):
         """A (re)started oracle: a fresh client constructing ``Oracle`` on the disk."""
@@ -92,7 +95,7 @@ class OracleWorld(TrustedWorld):
         out = self.call(c, "get_timestamp")
         if not c.crashed and isinstance(out, dict) and "value" in out:
             self.served.append((out["value"], mark(self.disk.files.get(NAME))))
-            self.note(c, f"served {out['value']!r}; {NAME} holds {self.disk.files.get(NAME)!r}")
+            self.note(c, "served", value=repr(out["value"])[:200])
         self.last_writes = self.disk.mutations - before
         return out
 
@@ -296,7 +299,7 @@ def _after_crash(w, p, k: int) -> None:
                 "timestamp twice",
                 params=lambda rng: {"t0": rng.randrange(10, 10 ** 6),
                                     "first": rng.randrange(10, 10 ** 6), "size": rng.randrange(3, 7)},
-                limit=30.0)
+                limit=60.0)
 def _crashes(trial, p):
     w = OracleWorld(trial)
     _as_counterexample(w, 0, lambda: _uncrashed(w, p))

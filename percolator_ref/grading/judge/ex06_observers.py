@@ -36,8 +36,9 @@ come from the secret; which schedules run does not.
 from __future__ import annotations
 
 from percolator_ref import Transaction
-from percolator_ref.model import ack_col, lock_col, notify_col, split_column, write_col
+from percolator_ref.model import Lock, ack_col, lock_col, notify_col, split_column, write_col
 from percolator_ref.observers import clear_notification
+from percolator_ref.step import PREWRITE_STEPS, Step
 
 from ..client.ex06_observers import COLUMN, TABLE, exercise
 from ..framework import require, said
@@ -119,8 +120,8 @@ class Docs:
 
     def calls(self, c) -> int:
         """How often client ``c`` ran an observer (each run reads the document with a get)."""
-        return sum(1 for e in self.w.log
-                   if e["client"] == c.label and e["did"] == f"get {TABLE}/{self.row}")
+        return sum(1 for e in self.w.log if e.client == c.label and e.step == Step.GET
+                   and (e.table, e.row) == (TABLE, self.row))
 
 
 def _times(n: int) -> str:
@@ -153,8 +154,8 @@ def _once(trial, p):
             f"a write committed at {notify} set its notification: run_observer must run the "
             f"observer and return True once the run committed; it {said(first)}")
     start = d.acks()[0]
-    holders = {v.get("client") for e in w.log if e["client"] == r.label
-               for _, _, v in e["writes"] if isinstance(v, dict) and v.get("lock") is True}
+    holders = {change.new.client for e in w.log if e.client == r.label
+               for change in e.changes if isinstance(change.new, Lock)}
     require(holders == {p["client"]},
             f"run_observer(..., client={p['client']!r}) must run its transaction as that client "
             f"(it shares the worker's liveness token); its locks were held by {sorted(holders)}")
@@ -347,10 +348,9 @@ def _primary(trial, p):
             f"commit (fault injection), so its client dies right after the commit point; it "
             f"{said(crash)}")
     ack = ack_col(COLUMN, "upper")
-    first = next((e for e in w.log if e["client"] == r.label and e["did"].startswith("prewrite")),
-                 None)
-    wrote = [col for col, _, _ in first["writes"]] if first else []
-    require(first is not None and first["did"].startswith("prewrite-primary")
+    first = next((e for e in w.log if e.client == r.label and e.step in PREWRITE_STEPS), None)
+    wrote = [change.column for change in first.changes] if first else []
+    require(first is not None and first.step == Step.PREWRITE_PRIMARY
             and lock_col(ack) in wrote,
             f"the run's first write must be its acknowledgement (Transaction.acknowledge before "
             f"the observer runs): it is the primary, so two runs of one notification conflict on "
@@ -416,7 +416,7 @@ def _one_run_per_notification(d, notifies: list, what: str, answers: str) -> Non
 
 
 @exercise.check("every interleaving of two runs of one notification commits exactly one",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race_runs(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -438,7 +438,7 @@ def _race_runs(trial, p):
 
 
 @exercise.check("every interleaving of a run with a new write to the document runs the observer "
-                "on the newest value", params=_params, limit=40.0)
+                "on the newest value", params=_params, limit=60.0)
 def _race_write(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -457,7 +457,7 @@ def _race_write(trial, p):
 
 
 @exercise.check("every interleaving of a run with a conflicting writer: the run is retried",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race_conflict(trial, p):
     def family(w):
         d = Docs(w, p)
@@ -481,7 +481,7 @@ def _race_conflict(trial, p):
 
 
 @exercise.check("every crash point of a run: the run is redone, or rolled forward",
-                params=_params, limit=30.0)
+                params=_params, limit=60.0)
 def _race_crash(trial, p):
     def family(w):
         d = Docs(w, p)

@@ -113,7 +113,7 @@ def _exact(w, broker, folded, pending, when: str) -> None:
 
 def _touched(w, c, table: str) -> list:
     """The row transactions client ``c`` ran on ``table`` (from the world's log)."""
-    return [e["did"] for e in w.log if e["client"] == c.label and f" {table}/" in e["did"]]
+    return [e.said() for e in w.log if e.client == c.label and e.table == table]
 
 
 def _aggregated(w, broker, label="G") -> dict:
@@ -283,7 +283,7 @@ def _judge_market(p, seeded: list, trades: dict):
 
 
 @exercise.check("every interleaving of two aggregations and a trade counts each trade once",
-                params=_params, limit=40.0)
+                params=_params, limit=60.0)
 def _race(trial, p):
     broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
 
@@ -296,7 +296,7 @@ def _race(trial, p):
 
 
 @exercise.check("every crash point of an aggregation loses no trade and counts none twice",
-                params=_params, limit=30.0)
+                params=_params, limit=60.0)
 def _crash(trial, p):
     broker, seeded, late = p["broker"], _pending(p, 0, 2), _pending(p, 9, 1)
 

@@ -29,18 +29,17 @@ reader with a transfer whose primary prewrite arrives last, or twice.
 """
 from __future__ import annotations
 
-from percolator_ref import Cluster, ManualClock, rows
+from percolator_ref import rows
 from percolator_ref.bigtable import Condition
 from percolator_ref.model import (Cell, Lock, Write, WriteKind, data_col, lock_col, split_column,
                                   write_col)
 from percolator_ref.variants.rollback_records import RollbackRecords
 
-from ..battery import guard
 from ..client.ex09_rollback_records import exercise
 from ..framework import require
 from .invariants import history_with, judge_history, no_dangling_write_records
 from .participants import Participant
-from .protocol_world import (BUDGET, TABLE, amounts, is_write, returned, said, show, timeline,
+from .protocol_world import (TABLE, amounts, is_write, returned, said, show, timeline,
                              value_at, versions_in)
 from .trusted import TrustedWorld
 
@@ -59,13 +58,15 @@ class RecordsWorld(TrustedWorld):
     and its reference clients write them too)."""
 
     def __init__(self, trial, ttl: float = 10.0, register: bool = True):
-        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl)
-        self.cluster = guard(Cluster(first_timestamp=trial.p["t0"], clock=ManualClock(),
-                                     lock_ttl=ttl, variants=[RollbackRecords()]), BUDGET)
-        self.oracle = self.cluster.oracle
-        self.hub.trusted.history = self.cluster.history
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl, [RollbackRecords()])
         if register:
             trial.worlds.append(self)
+
+    def plain(self) -> bool:
+        """No state of its own: its cluster's store, oracle, clock and lock service are all
+        a run depends on (the rollback records are cells), so the explorer may merge and
+        reduce its runs as a plain world's (:meth:`TrustedWorld.fingerprint`)."""
+        return type(self) is RecordsWorld and tuple(self.cluster.bigtable.interceptors) == self.guards
 
     def rolled_back(self, values: dict, start: int, cells: int = 1) -> None:
         """The first ``cells`` cells of a locked transaction rolled back, with records."""
@@ -429,4 +430,13 @@ def _race_late(trial, p):
                 "prewrite the network delivers twice", params=_family_p, limit=60.0)
 def _race_twice(trial, p):
     trial.explore(_family(p, "twice-primary"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
+
+
+@exercise.check("every interleaving of a reader (your cleanup) with a transfer whose holder "
+                "stalls past its TTL and comes back before its primary prewrite lands",
+                params=_family_p, limit=30.0)
+def _race_back(trial, p):
+    trial.explore(_family(p, "coming-back"), _judge, ttl=FAMILY_TTL, crashes=0,
+                  preemptions=3,
                   world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))

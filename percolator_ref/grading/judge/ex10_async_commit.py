@@ -24,25 +24,25 @@ async-commit transfer, its crash included, and of two readers racing.
 """
 from __future__ import annotations
 
-from percolator_ref import Cluster, ManualClock, rows
+from percolator_ref import rows
 from percolator_ref.model import Cell, Write, WriteKind, data_col, lock_col, write_col
 from percolator_ref.step import Step
 from percolator_ref.variants.async_commit import AsyncCommit, MaxTs, max_ts_of
 from percolator_ref.variants.locks import TiKVLock
 
-from ..battery import guard
 from ..client.ex10_async_commit import SHARED, exercise
 from ..framework import require
 from .ex09_rollback_records import commit_of, settled_invariants, writer_answered
 from .invariants import answered_reads, history_with, judge_history
 from .participants import Participant
-from .protocol_world import BUDGET, TABLE, amounts, returned, said, timeline
+from .protocol_world import TABLE, amounts, returned, said, timeline
 from .trusted import TrustedWorld
 
 
-BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1")
+BALANCES = ("b0", "j0", "a0", "b1", "j1", "a1", "x2")
 ROWS = ("Bob", "Joe", "Ann")                   # the transfer's cells, Bob.bal the primary
 READS = frozenset({Step.GET.value, Step.SCAN.value})
+PREWRITES = frozenset({Step.PREWRITE_PRIMARY.value, Step.PREWRITE_SECONDARY.value})
 
 
 def _p(*stamps):
@@ -62,11 +62,7 @@ class AsyncWorld(TrustedWorld):
     read it serves, before it hands the row out."""
 
     def __init__(self, trial, ttl: float = 10.0, register: bool = True):
-        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl)
-        self.cluster = guard(Cluster(first_timestamp=trial.p["t0"], clock=ManualClock(),
-                                     lock_ttl=ttl, variants=[AsyncCommit()]), BUDGET)
-        self.oracle = self.cluster.oracle
-        self.hub.trusted.history = self.cluster.history
+        super().__init__(trial.hub, trial.p["t0"], trial.deadline, ttl, [AsyncCommit()])
         self.max_ts: MaxTs = max_ts_of(self.cluster)
         SHARED[id(self)] = self.max_ts
         if register:
@@ -74,8 +70,22 @@ class AsyncWorld(TrustedWorld):
 
     def serve_row(self, c, msg: dict) -> None:
         if msg["step"] in READS and c.timestamps:
+            self.touch(("max_ts",), "w")
             self.max_ts.update(c.timestamps[0])
+        if c.host == "trusted" and msg["step"] in PREWRITES:    # the async writer's read it
+            self.touch(("max_ts",), "r")
         return super().serve_row(c, msg)
+
+    def plain(self) -> bool:
+        """Its one piece of state besides the cluster's, max_ts, is in the footprints (raised
+        by a read, read by the trusted writer's prewrites): the explorer's sleep sets apply."""
+        return type(self) is AsyncWorld and tuple(self.cluster.bigtable.interceptors) == self.guards
+
+    def fingerprint(self):
+        """None: never merged. Merging states of this world by the plain fingerprint (max_ts
+        added) was found to depend on the secret (the same entry ran other schedules under
+        secrets 0 and 5-9), which the schedules must not; sleep sets alone do not."""
+        return None
 
     def async_locked(self, values: dict, start: int, client: str, min_commit: list) -> None:
         """``values`` prewritten with async commit at ``start`` by ``client``: the first cell
@@ -179,19 +189,99 @@ def _committed_primary(trial, p):
 
 # -- 2. a secondary missing: rolled back ---------------------------------------------------------
 
+NOTHING = "a secondary never prewritten, nothing on it"
+SECONDARY_BELOW = "a secondary never prewritten, another transaction's lock on it below start_ts"
+SECONDARY_ABOVE = "a secondary never prewritten, another transaction's lock on it above start_ts"
+PRIMARY_BELOW = "the primary never prewritten, another transaction's lock on it below start_ts"
+PRIMARY_ABOVE = "the primary never prewritten, another transaction's lock on it above start_ts"
+OTHERS = {SECONDARY_BELOW: ("Ann", "s_a"), SECONDARY_ABOVE: ("Ann", "s_v"),
+          PRIMARY_BELOW: ("Bob", "s_a"), PRIMARY_ABOVE: ("Bob", "s_v")}
+
+
+def _missing_world(trial, p, value_class):
+    """W (dead) prewrote all but one cell with async commit; that cell holds nothing, or X's
+    lock (X alive, async too) below or above W's start_ts: W's prewrite there met X's lock.
+    The primary missing: TiKV's client sends the prewrites in parallel, and the secondaries'
+    landed."""
+    if value_class == NOTHING:
+        return _crashed(trial, p, rows_locked=("Bob", "Joe"))
+    w = AsyncWorld(trial)
+    w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, p["s0"], p["c0"])
+    where, stamp = OTHERS[value_class]
+    values = {(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS}
+    for ts in sorted((p[stamp], p["s_w"])):
+        if ts == p[stamp]:
+            w.async_locked({(where, "bal"): p["x2"]}, ts, "X", [ts + 1])
+        elif where == "Ann":
+            w.async_locked({k: v for k, v in values.items() if k[0] != "Ann"}, ts, "W", p["mct"])
+            _list_all(w, p)
+        else:
+            _secondaries_locked(w, p, values)
+    w.crash("W")
+    return w
+
+
+def _secondaries_locked(w, p, values) -> None:
+    """W's async-commit locks on Joe.bal and Ann.bal (primary Bob.bal), not on the primary."""
+    w.stamp(p["s_w"])
+    for i, ((row, column), value) in enumerate(values.items()):
+        if row != "Bob":
+            with w.row(row) as rt:
+                rt.write(data_col(column), p["s_w"], value)
+                rt.write(lock_col(column), p["s_w"], TiKVLock(
+                    p["s_w"], Cell(TABLE, "Bob", "bal"), False, "W", WriteKind.PUT,
+                    min_commit_ts=p["mct"][i]))
+    w.cluster.lockservice.register("W")
+
+
+def _missing_class(w, p) -> str:
+    """Which cell of the transfer holds no lock of W, and what it holds instead (X's lock,
+    below or above W's start_ts, or nothing)."""
+    missing = [row for row in ROWS if row not in _locks_of(w, p["s_w"])]
+    if len(missing) != 1 or missing == ["Joe"]:
+        return "other"
+    others = [ts for ts, lock in w.cluster.bigtable.versions(TABLE, missing[0], lock_col("bal"))
+              if getattr(lock, "client", None) == "X"]
+    where = "the primary" if missing == ["Bob"] else "a secondary"
+    if not others:
+        return f"{where} never prewritten, nothing on it"
+    side = "below" if others[0] < p["s_w"] else "above"
+    return (f"{where} never prewritten, another transaction's lock on it {side} start_ts"
+            if len(others) == 1 else "other")
+
+
 @exercise.check("a secondary never prewritten: the transaction is rolled back",
-                params=_p("s0", "c0", "s_w"))
+                params=_p("s0", "c0", "s_a", "s_w", "s_v"),
+                classes=(NOTHING, SECONDARY_BELOW, SECONDARY_ABOVE, PRIMARY_BELOW, PRIMARY_ABOVE))
 def _missing(trial, p):
-    w = _crashed(trial, p, rows_locked=("Bob", "Joe"))
-    got = _read(w, p["s_r"], "Joe")
-    rule = (f"W (start_ts {p['s_w']}) died before prewriting Ann.bal, which its primary lists: "
-            f"not every prewrite succeeded, so W never committed and is rolled back (its "
-            f"prewrite of Ann.bal, if it is only late, must then fail)")
+    for value_class in trial.each_class():
+        w = _missing_world(trial, p, value_class)
+        trial.covered(value_class, _missing_class(w, p))
+        got = _read(w, p["s_r"], "Joe")
+        _missing_ok(w, got, p, value_class)
+
+
+def _missing_ok(w, got, p, value_class) -> None:
+    where, stamp = OTHERS.get(value_class, ("Ann", None))
+    if stamp:
+        rule = (f"W (start_ts {p['s_w']}) died before its prewrite of {where}.bal landed; "
+                f"{where}.bal holds X's lock at {p[stamp]} (a live transaction's, not W's): not "
+                f"every prewrite succeeded, so W is rolled back")
+    else:
+        rule = (f"W (start_ts {p['s_w']}) died before prewriting Ann.bal, which its primary "
+                f"lists: not every prewrite succeeded, so W never committed and is rolled back "
+                f"(its prewrite of Ann.bal, if it is only late, must then fail)")
     for row in ("Bob", "Joe"):
         require(_commit_ts_of(w, row, p["s_w"]) is None,
                 f"{rule}; {row}.bal was committed at {_commit_ts_of(w, row, p['s_w'])}")
     left = _locks_of(w, p["s_w"])
     require("Joe" not in left and "Bob" not in left, f"{rule}; W's locks are still on {left}")
+    if stamp:
+        lock, data = (dict(w.cluster.bigtable.versions(TABLE, where, column)).get(p[stamp])
+                      for column in (lock_col("bal"), data_col("bal")))
+        require(getattr(lock, "client", None) == "X" and data == p["x2"],
+                f"{rule}; X's lock and data on {where}.bal at {p[stamp]} are not yours to touch, "
+                f"and they are gone or changed")
     require(returned(got, p["j0"]), f"{rule}; the reader then reads {p['j0']}; it {said(got)}")
 
 
@@ -269,3 +359,76 @@ def _race_reader(trial, p):
 def _race_readers(trial, p):
     trial.explore(_family(p, ["R1", "R2"]), _judge(["R1", "R2"]), ttl=FAMILY_TTL, crashes=0,
                   preemptions=1, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+
+
+def _half_prewritten(p):
+    """W prewrote Bob.bal (its primary, listing Joe.bal and Ann.bal) and Joe.bal with async
+    commit, and died before Ann.bal; R1 reads Joe then Bob, R2 Bob then Joe. Either reader may
+    die anywhere: a cleaner that wrote Ann.bal's rollback record and died before the primary
+    leaves a record on a secondary beside a primary still locked."""
+    def family(w):
+        start = w.oracle.peek()
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, start, start + 2)
+        q = {"s_w": start + 4, "mct": [start + 5, start + 7]}
+        w.async_locked({(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS[:2]}, q["s_w"],
+                       "W", q["mct"])
+        _list_all(w, q)
+        w.crash("W")
+        return [Participant("R1", "reader", (CELLS,), crashable=True),
+                Participant("R2", "reader", (CELLS[::-1],), crashable=True)]
+    return family
+
+
+def _judge_half(w, clients) -> None:
+    readers = {}
+    for label, cells in (("R1", CELLS), ("R2", CELLS[::-1])):
+        if not clients[label].crashed:
+            readers.update(answered_reads(clients, [label], cells, "your resolve"))
+    records = history_with(w, readers)
+    settled_invariants(w, records)
+    for row in ROWS:
+        committed = [v.start_ts for _, v in w.cluster.bigtable.versions(TABLE, row, write_col("bal"))
+                     if isinstance(v, Write) and v.kind is not WriteKind.ROLLBACK
+                     and v.start_ts not in {r.start_ts for r in records}]
+        require(committed == [], f"W never prewrote Ann.bal, which its primary lists: it never "
+                                 f"committed, yet {row}.bal has a commit record pointing at "
+                                 f"{committed[0] if committed else None}")
+    judge_history(records)
+
+
+@exercise.check("every interleaving of two readers (your resolve) of a transfer that died "
+                "half-prewritten, either reader overtaken or crashing half-way", params=_family_p,
+                limit=30.0)
+def _race_half(trial, p):
+    for preemptions, crashes in ((1, 0), (0, 1)):     # overtaken half-way; dead half-way
+        trial.explore(_half_prewritten(p), _judge_half, ttl=FAMILY_TTL, preemptions=preemptions,
+                      crashes=crashes, world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))
+
+
+def _coming_back(p):
+    """W's async-commit transfer of Bob.bal (its primary, listing Joe.bal) and Joe.bal, whose
+    holder stalls past its TTL and comes back before Joe.bal's prewrite lands; R reads Bob."""
+    def family(w):
+        start = w.oracle.peek()
+        w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS[:2]}, start, start + 2)
+        writer = Participant("W", "async_writer", (
+            [[row, "bal", p[f"{row[0].lower()}1"]] for row in ROWS[:2]], id(w), True),
+            host="trusted")
+        return [writer, Participant("R", "reader", (CELLS[1:],))]
+    return family
+
+
+def _judge_back(w, clients) -> None:
+    readers = answered_reads(clients, ["R"], CELLS[1:], "your resolve")
+    records = history_with(w, readers)
+    settled_invariants(w, records)
+    writer_answered(w, clients["W"], " (once every prewrite succeeded)")
+    judge_history(records)
+
+
+@exercise.check("every interleaving of a reader (your resolve) with an async-commit transfer "
+                "whose holder stalls past its TTL and comes back before its last prewrite lands",
+                params=_family_p, limit=30.0)
+def _race_back(trial, p):
+    trial.explore(_coming_back(p), _judge_back, ttl=FAMILY_TTL, crashes=0, preemptions=3,
+                  world=lambda: AsyncWorld(trial, FAMILY_TTL, register=False))

@@ -14,17 +14,19 @@ from ..battery import BudgetExceeded, Report, Result
 from ..channel import ClientGone
 from ..client.host import ClientHost, threads_available
 from ..framework import Fail
+from .journal import to_json
 from .schedules import explore, judged_run
 from .hub import CheckTimeout, Hub, Violation
 from .trusted import TrustedWorld
-from percolator_ref.greenlets import gc_paused
+from percolator_ref.harness.greenlets import gc_paused
 
 MAX_FEEDBACK = 300
 BROWSER_PREEMPTIONS = 1     # where threads cannot start (Pyodide): a family's preemption bound
 
 
 class Counterexample(Fail):
-    """A failing schedule: the sentence, and the steps that lead to it."""
+    """A failing schedule: the sentence, and the steps that lead to it (the world's journal
+    entries, :class:`~.journal.Entry`)."""
 
     def __init__(self, text: str, steps: list, schedule: tuple, runs: int):
         super().__init__(text)
@@ -109,7 +111,7 @@ def run_trusted(check, hub: Hub, p: dict, max_preemptions=None, bounded=None) ->
             if trial.bounded and bounded is not None:
                 bounded.add(check.name)
     except Counterexample as exc:
-        example = {"check": check.name, "failure": _text(exc), "steps": exc.steps,
+        example = {"check": check.name, "failure": _text(exc), "steps": to_json(exc.steps),
                    "schedule": [list(c) for c in exc.schedule]}
         return Result(check.name, False, _text(exc), example)
     except Fail as exc:
@@ -155,7 +157,7 @@ def self_check(exercise, answer, secret: int = 0, only=None) -> Report:
         raise ValueError(f"only names checks exercise {exercise.number} does not have: "
                          f"{sorted(unknown)}")
     checks = [c for c in exercise.checks if only is None or c.name in only]
-    with gc_paused(not threads):                 # Pyodide: see percolator_ref.greenlets.gc_paused
+    with gc_paused(not threads):                 # Pyodide: see percolator_ref.harness.greenlets.gc_paused
         for check in checks:
             report.results.append(run_trusted(check, hub, params[check.name], cap, bounded))
             if hub.broken:

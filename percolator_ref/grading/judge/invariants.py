@@ -2,11 +2,13 @@
 
 Histories for the snapshot-isolation checker (the world's transaction records
 plus what the student's readers answered), the clients' answers held against
-the store, and the protocol's invariants over the world's cells.
+the store, and the protocol's invariants over the world's cells. Each function takes the world ``w``
+(a :class:`~percolator_ref.grading.judge.trusted.TrustedWorld`, not imported here: it
+imports this module).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from percolator_ref.checking.checker import TxnRecord, check_history, same_value
 from percolator_ref.model import (Cell, Lock, TxStatus, Write, WriteKind, data_col, split_column,
@@ -16,11 +18,8 @@ from ..framework import require
 from .participants import Client
 from .protocol_world import TABLE, kind_of, said
 
-if TYPE_CHECKING:
-    from .trusted import TrustedWorld
 
-
-def history_with(w: TrustedWorld, readers: dict) -> list:
+def history_with(w, readers: dict) -> list:
     """The world's transaction records plus each student reader's answered reads.
 
     ``readers``: ``{client: [(cell, value), ...]}``; a value's version is the
@@ -57,7 +56,7 @@ def answered_reads(clients: dict, labels, cells, whose: str) -> dict:
     return readers
 
 
-def writer_record(w: TrustedWorld, c: Client, values) -> Optional[TxnRecord]:
+def writer_record(w, c: Client, values) -> Optional[TxnRecord]:
     """A student writer's record, from the world's own cells: it committed iff its primary
     has a write record pointing at its start_ts (``values``: ``[[row, column, value]]``)."""
     if not c.timestamps:
@@ -96,7 +95,7 @@ def judge_history(records) -> None:
     require(report.ok, "; ".join(f"{a.name}: {a.description}" for a in report.anomalies[:2]))
 
 
-def protocol_invariants(w: TrustedWorld, records=()) -> None:
+def protocol_invariants(w, records=()) -> None:
     """No lock left behind, no write record pointing at erased data, no half-visible
     transaction, no commit after rollback (on the settled store); ``records``: the
     student's writers, besides the world's history."""
@@ -112,7 +111,7 @@ def protocol_invariants(w: TrustedWorld, records=()) -> None:
         _all_or_nothing(w, record)
 
 
-def no_dangling_write_records(w: TrustedWorld) -> None:
+def no_dangling_write_records(w) -> None:
     """Every write record of a put points at data that is still there."""
     for row, columns in w.cluster.bigtable.dump(TABLE).get(TABLE, {}).items():
         for physical, versions in columns.items():
@@ -129,7 +128,7 @@ def _points_at_data(columns, row, column, commit_ts, write) -> None:
                                     f"data at {write.start_ts}, which was erased")
 
 
-def _all_or_nothing(w: TrustedWorld, record) -> None:
+def _all_or_nothing(w, record) -> None:
     if not record.writes:
         return
     visible = []

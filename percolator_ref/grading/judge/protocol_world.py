@@ -53,11 +53,12 @@ def amounts(rng, *names: str) -> dict:
 
 
 class World:
-    """A deterministic cluster (manual clock, TTL 10 s) and the past its scenario needs."""
+    """A deterministic cluster (manual clock, TTL 10 s) and the past its scenario needs;
+    ``variants``: the protocol variants its cluster runs (:class:`~percolator_ref.Cluster`'s)."""
 
-    def __init__(self, first_timestamp: int, ttl: float = TTL):
+    def __init__(self, first_timestamp: int, ttl: float = TTL, variants=()):
         self.cluster = guard(Cluster(first_timestamp=first_timestamp, clock=ManualClock(),
-                                     lock_ttl=ttl), BUDGET)
+                                     lock_ttl=ttl, variants=list(variants)), BUDGET)
         self.oracle = self.cluster.oracle
         self.reserved: set = set()
 

@@ -2,8 +2,10 @@
 
 A failing family check (:mod:`.schedules`) carries the shortest schedule that
 broke a rule: one step per scheduled request (which client did which row
-transaction, or took which timestamp, or crashed there) with the cells after
-it, as the trusted world recorded them. :func:`save` writes it as JSON
+transaction, or took which timestamp, or crashed there), as the trusted
+world's journal (:mod:`.journal`) recorded it from its store's tracer: each
+step's events and the cells they changed. The cells after each step are those
+changes applied in order; nothing is read from a sentence. :func:`save` writes it as JSON
 (``percolator grade --counterexamples DIR``); :func:`replay` loads it (a
 file, a self-check's report or one of its results) as a :class:`Replay`:
 ``transcript()`` for a terminal (``percolator replay FILE``), ``widget()``
@@ -20,10 +22,9 @@ from percolator_ref.viz.recorded import RecordedStepper, recorded_frame
 from percolator_ref.viz.tables import CellTable
 
 from ..battery import Report, Result
-from ..channel import ProtocolError, decode
-from .protocol_world import TABLE
+from .journal import CRASH, apply, from_json
 
-FORMAT = "percolator-counterexample/1"
+FORMAT = "percolator-counterexample/2"
 
 
 def save(example: dict, path) -> Path:
@@ -43,7 +44,10 @@ def counterexamples(source) -> list:
         return [source]
     data = json.loads(Path(source).read_text())
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"source must be a counterexample file ({FORMAT}), got {source!r}")
+        found = data.get("format") if isinstance(data, dict) else None
+        older = f" (it is {escape_text(str(found)[:80])}: grade again)" if found else ""
+        raise ValueError(f"source must be a counterexample file ({FORMAT}), got "
+                         f"{escape_text(str(source))}{older}")
     return [data]
 
 
@@ -61,13 +65,16 @@ class Replay:
         if not isinstance(steps, list) or not steps:
             raise ValueError("example must hold a non-empty list of steps")
         self.check, self.failure = str(example.get("check", "")), str(example.get("failure", ""))
-        frames, before = [], None
-        for i, step in enumerate(steps):
+        self.entries = [from_json(i, step) for i, step in enumerate(steps)]
+        frames, dump = [], {}
+        for i, entry in enumerate(self.entries):
+            for event in entry.before + entry.events:
+                dump = apply(dump, event)
             last = i == len(steps) - 1
-            frame = _frame(i, len(steps), step, before,
-                           f"After this step the check failed: {self.failure}" if last else "")
-            frames.append(frame)
-            before = frame.dump
+            frames.append(recorded_frame(
+                i, len(steps), entry.client, entry.said(), dump, entry.events, entry.clock,
+                crashed=entry.step == CRASH,
+                note=f"After this step the check failed: {self.failure}" if last else ""))
         self.stepper = RecordedStepper(frames)
 
     @property
@@ -101,29 +108,6 @@ class Replay:
 
     def __repr__(self):
         return f"<Replay of {self.check!r}: {len(self.frames)} steps>"
-
-
-def _frame(i: int, total: int, step, before, note: str = ""):
-    """Step ``i`` as a stored frame: who did what, the cells after it, what it changed."""
-    try:
-        dump = decode(step["cells"])
-        client, did = str(step["client"]), str(step["did"])
-        writes = [(str(column), ts, value is None) for column, ts, value in step.get("writes", [])]
-    except (KeyError, TypeError, ValueError, ProtocolError) as exc:
-        raise ValueError(f"step {i + 1} is malformed ({exc})") from None
-    if not isinstance(dump, dict):
-        raise ValueError(f"step {i + 1} is malformed (its cells are not a table dump)")
-    table, row = _where(did) if writes else (None, None)
-    return recorded_frame(i, total, client, did, dump, before, writes,
-                          float(step.get("clock") or 0.0), table, row,
-                          crashed=did.startswith("crashed"), note=note)
-
-
-def _where(did: str) -> tuple:
-    """``(table, row)`` of a row transaction step ("prewrite-primary Bob", "get log/Ann")."""
-    target = did.rsplit(" ", 1)[-1]
-    table, _, row = target.rpartition("/")
-    return (table or TABLE, row)
 
 
 def _escape(text: str) -> str:

@@ -279,7 +279,7 @@ def explore(run: Callable, preemptions: int = 2, crashes: int = 1,
     failure found so far (no continuation can be shorter).
 
     ``run(chooser, record) -> (failure sentence or None, log of steps)``; ``record``:
-    keep the cells after each step (only for the failure reported). A time
+    True for the failure's run again, whose log is reported. A time
     limit or a protocol violation stops the search at once (it is the
     failure). ``reduce``: sleep sets (module doc); None: :func:`reduction_on`.
     """
@@ -331,7 +331,6 @@ def judged_run(world_factory: Callable, family: Callable, judge: Callable):
     """
     def run(chooser, record: bool):
         w = world_factory()
-        w.recording = record
         try:
             clients = w.run(family(w), chooser)
             w.settle()

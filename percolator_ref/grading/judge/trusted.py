@@ -30,8 +30,6 @@ from percolator_ref.checking.checker import TxnRecord
 from percolator_ref.errors import StoreUnavailable
 from percolator_ref.model import Cell, Lock, TxStatus, Write, check_name, lock_col, split_column
 from percolator_ref.viz.printable import escape_text
-from percolator_ref.step import Step
-from percolator_ref.stores.steps import is_step
 from percolator_ref.transaction import Transaction
 
 from ..battery import BudgetExceeded
@@ -39,8 +37,9 @@ from ..channel import SCHEDULED, check_client_message, encode, encode_row
 from ..framework import Fail, require
 from .hub import CheckTimeout, Hub, Violation, digest
 from .invariants import no_dangling_write_records
+from .journal import CRASH, STORE_FAILURE, TIMESTAMP, Journal, step_name
 from .participants import Client, Participant, Scope
-from .protocol_world import TABLE, World, kind_of, render
+from .protocol_world import TABLE, World, kind_of
 
 MAX_MESSAGES = 4000          # per run: more means an endless loop
 MAX_WRITTEN = 256 << 10      # bytes the clients may write into one world's store
@@ -49,14 +48,19 @@ MAX_NESTING = 4
 
 
 class TrustedWorld(World):
-    """A :class:`~.protocol_world.World` that serves remote clients and logs every step."""
+    """A :class:`~.protocol_world.World` that serves remote clients and logs every step:
+    ``log`` is its :class:`~.journal.Journal`'s entries, one per step a client took, made of
+    the events its store's tracer reported (``variants``: the cluster's, as
+    :class:`~percolator_ref.cluster.Cluster` takes them)."""
 
-    def __init__(self, hub: Hub, first_timestamp: int, deadline: float, ttl: float = 10.0):
-        super().__init__(first_timestamp, ttl)
+    def __init__(self, hub: Hub, first_timestamp: int, deadline: float, ttl: float = 10.0,
+                 variants=()):
+        super().__init__(first_timestamp, ttl, variants)
         self.hub, self.deadline, self.ttl = hub, deadline, ttl
         self.clients: dict = {}
-        self.log: list = []
-        self.recording = True              # keep the cells after each step (off while exploring)
+        self.journal = Journal()
+        self.log: list = self.journal.entries
+        self.cluster.tracer.subscribe(self.journal.heard)
         self.doomed: set = set()
         self.messages = 0
         self.written = 0                   # bytes the clients wrote into the store
@@ -202,7 +206,7 @@ class TrustedWorld(World):
             self.touch(("oracle",), "w")
             ts = self.oracle.get_timestamp()
             c.timestamps.append(ts)
-            self.note(c, f"took timestamp {ts} from the oracle")
+            self.note(c, TIMESTAMP, value=ts)
             return self.reply(c, ts)
         if op == "end":
             raise Violation(f"{c.label} ended a row transaction it never began")
@@ -254,15 +258,16 @@ class TrustedWorld(World):
         return result if fn in ("is_alive", "status") else None
 
     def serve_row(self, c: Client, msg: dict) -> None:
-        """One row transaction: hand out the row, serve until ``end``, apply it atomically."""
-        step = msg["step"] if is_step(msg["step"]) else Step.ROW_TRANSACTION   # declared: kept
+        """One row transaction: hand out the row, serve until ``end``, apply it atomically.
+        Its step keeps the name the client gave it (a variant's too), if it is a step name
+        (:func:`~.journal.step_name`)."""
         try:
             check_name(msg["table"], "table")
             check_name(msg["row"], "row")
         except (TypeError, ValueError) as exc:
             raise Violation(f"{c.label} opened a row transaction with a bad name ({exc})") from None
         rt = self.cluster.bigtable.row_transaction(msg["table"], msg["row"], client=c.label,
-                                                   step=Step(step) if step in set(Step) else step)
+                                                   step=step_name(msg["step"]))
         self.touch(("row", msg["table"], msg["row"]), "r")
         try:
             rt.__enter__()
@@ -276,10 +281,15 @@ class TrustedWorld(World):
             raise
         self.apply(c, rt, end)
 
-    def fail(self, c: Client, exc: Exception) -> None:
-        """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable)."""
-        self.note(c, f"met a store failure ({exc})")
-        self.tell(c, {"op": "fail", "text": str(exc)[:300]})
+    def fail(self, c: Client, exc: Exception, applied=()) -> None:
+        """Answer ``c``'s request with a store failure (its proxy raises StoreUnavailable);
+        ``applied``: the event of the row transaction that applied before it failed, if any."""
+        text = str(exc)[:300]
+        if not applied:
+            self.note(c, STORE_FAILURE, value=text)
+        else:
+            self.note(c, applied[0].step, applied, failure=text)
+        self.tell(c, {"op": "fail", "text": text})
 
     def doom(self, c: Client) -> None:
         """``c`` crashes right after the row transaction being applied (an interceptor's use)."""
@@ -320,10 +330,11 @@ class TrustedWorld(World):
         except (TypeError, ValueError) as exc:
             error = exc
         ok = end["commit"] and error is None
+        heard = len(self.journal.loose)
         try:
             rt.__exit__(None if ok else Violation, None, None)
         except StoreUnavailable as exc:          # applied, and the reply was lost
-            return self.fail(c, exc)
+            return self.fail(c, exc, self.journal.event_of(rt, heard))
         if error is not None:
             raise Violation(f"{c.label} wrote a bad mutation ({error})")
         if ok and rt.mutations:
@@ -332,16 +343,15 @@ class TrustedWorld(World):
             c.commits += [(rt.table, rt.row, column, write) for column, write in commit_points]
             c.locked += [(rt.table, rt.row, split_column(col)[0], value)
                          for col, _, value in end["mutations"] if isinstance(value, Lock)]
-            self.note(c, f"{rt.step} {rt.table}/{rt.row}" if rt.table != TABLE
-                      else f"{rt.step} {rt.row}", rt.mutations)
+            self.note(c, rt.step, self.journal.event_of(rt, heard))
         if c.cid in self.doomed:
             return self.crash_client(c)
         self.reply(c, None)
 
     def within_budget(self, rt, end: dict):
         """None, or a ValueError once the clients have written more than
-        :data:`MAX_WRITTEN` bytes into this world's store (its cells are kept after every
-        step: an unbounded store would grow the grader's memory with the square of it)."""
+        :data:`MAX_WRITTEN` bytes into this world's store (its journal keeps every version
+        written and erased, and a fingerprint digests the whole store at every decision)."""
         self.written += len(rt.table) + len(rt.row) + sum(
             len(column) + _size(value) for column, _, value in end["mutations"])
         if self.written > MAX_WRITTEN:
@@ -349,16 +359,10 @@ class TrustedWorld(World):
                               f"more than any answer needs")
         return None
 
-    def note(self, c: Client, what: str, mutations=()) -> None:
-        """Log one step with the cells after it (the counterexample's frames)."""
-        if not self.recording:
-            self.log.append({"client": c.label, "did": what})
-            return
-        self.log.append({"client": c.label, "did": what,
-                         "writes": [[col, ts, render(v) if v is not None else None]
-                                    for col, ts, v in mutations],
-                         "clock": self.cluster.clock.now(),
-                         "cells": encode(self.cluster.bigtable.dump())})
+    def note(self, c: Client, step: str, events=(), **fields) -> None:
+        """Log one step of ``c`` in the journal: ``step`` (a row transaction's, with its
+        tracer event), the clock after it, ``fields`` (:class:`~.journal.Entry`'s)."""
+        self.journal.add(c.label, str(step), self.cluster.clock.now(), events, **fields)
 
     # -- families ------------------------------------------------------------------------
     def run(self, participants, chooser) -> list:
@@ -435,7 +439,7 @@ class TrustedWorld(World):
             self.touch(("clock",), "r")
             self.cluster.lockservice.crash(name)
         self.tell(c, {"op": "gone"})       # a trusted client (a greenlet) has unwound on return
-        self.note(c, "crashed (never answered again)")
+        self.note(c, CRASH)
 
     def settle(self) -> Transaction:
         """After the family: time passes (every silent client is dead), a reference reader

@@ -2,7 +2,7 @@
 
 Every switch into a client of the grading host, a stepped script or a simulated
 process goes through :func:`switch_into`; code that runs many greenlets pauses
-the collector around them with :func:`gc_paused`. Outside :mod:`.viz` because the
+the collector around them with :func:`gc_paused`. Outside :mod:`percolator_ref.viz` because the
 grading child runs its clients through it and loads no visualisation.
 """
 from __future__ import annotations
