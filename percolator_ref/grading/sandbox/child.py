@@ -51,7 +51,7 @@ import types
 import weakref
 
 from ..framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
-from .processes import Router, Seal, Template, drain_output, probe, sibling_filter, to_world
+from .processes import Router, Seal, Template, probe, sibling_filter, to_world
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox.child import child_main; child_main()")
@@ -406,8 +406,7 @@ def _run(job: dict, report: dict) -> None:
     def guard(folder: str):
         return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
     codes, error = _compile_answer(job)
-    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()),
-                        drain_output())
+    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()))
     report["guarded"] = True          # every client installs the guard before the answer runs
     serve_channel(job["channel"], template, error, report, job["fd_socket"])
 

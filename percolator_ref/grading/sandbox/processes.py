@@ -25,6 +25,7 @@ import gc
 import itertools
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -125,7 +126,11 @@ class Template:
     guard: Callable
     workdir: str
     seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
-    output: int = 1              # where its clients' stdout and stderr go (:func:`drain_output`)
+    drain: Optional["Drain"] = None  # copies its clients' output (:class:`Drain`); made if None
+
+    def __post_init__(self):
+        if self.drain is None:
+            self.drain = Drain()
 
 
 @dataclass
@@ -149,12 +154,13 @@ def to_world(fd: int, msg: dict) -> None:
 
 def _keep_only(down: int, up: int, output: int) -> tuple:
     """Close every descriptor but the client's pipes ``down`` and ``up`` (the other
-    clients' pipes, the world's); 0 reads /dev/null, 1 and 2 write the pipe ``output``
-    (:func:`drain_output`). Not the sandbox's stdout: one open file every client process
-    would inherit, whose offset and size any client could set and read (``os.lseek``,
-    ``os.fstat``), a register no world sees. Returns the pipes' descriptors (moved
+    clients' pipes, the world's); 0 reads /dev/null, 1 and 2 write its own pipe ``output``
+    (:class:`Drain`). Nothing open is shared with another client process: an open file's
+    offset and status flags (``os.lseek``, ``os.set_blocking``) are one for every process
+    that inherits it, a register no world sees. Returns the pipes' descriptors (moved
     above 2 if they were among 0-2)."""
-    down, up = (fcntl.fcntl(fd, fcntl.F_DUPFD, 3) if fd <= 2 else fd for fd in (down, up))
+    down, up, output = (fcntl.fcntl(fd, fcntl.F_DUPFD, 3) if fd <= 2 else fd
+                        for fd in (down, up, output))
     os.dup2(output, 1)
     os.dup2(output, 2)
     low = 3
@@ -169,20 +175,40 @@ def _keep_only(down: int, up: int, output: int) -> tuple:
     return down, up
 
 
-def drain_output() -> int:
-    """A pipe the client processes write their output to (the write end, returned),
-    copied by a thread of the template to its own stdout (what it cannot write is
-    dropped): a pipe has no offset or size a client could set or read."""
-    r, w = os.pipe()
+class Drain:
+    """Copies what each client process writes to its own output pipe to the template's
+    stdout, in one thread of the template (what it cannot write is dropped); a pipe is
+    closed here when its client has gone (one thread: a thread per client would cost the
+    template an arena and a stack each, past its address-space limit)."""
 
-    def copy() -> None:
-        while data := os.read(r, 1 << 16):
-            try:
-                write_all(1, data)
-            except OSError:
-                pass
-    threading.Thread(target=copy, name="client output", daemon=True).start()
-    return w
+    def __init__(self):
+        self.lock, self.fds = threading.Lock(), set()
+        self.wake, self.woken = os.pipe()[::-1]      # (write end, read end)
+        threading.Thread(target=self.copy, name="client output", daemon=True).start()
+
+    def add(self, fd: int) -> None:
+        """Drain client output pipe ``fd`` (its read end) from now on."""
+        with self.lock:
+            self.fds.add(fd)
+        os.write(self.wake, b"+")
+
+    def copy(self) -> None:
+        while True:
+            with self.lock:
+                fds = [self.woken, *self.fds]
+            for fd in select.select(fds, [], [])[0]:
+                data = os.read(fd, 1 << 16)
+                if fd == self.woken:
+                    continue
+                if not data:
+                    with self.lock:
+                        self.fds.discard(fd)
+                    os.close(fd)
+                    continue
+                try:
+                    write_all(1, data)
+                except OSError:
+                    pass
 
 
 def _enter(template: Template, cid: int) -> str:
@@ -223,12 +249,12 @@ class PipeInbox:
                 return msg if isinstance(msg, dict) else {"op": "gone"}
 
 
-def client_main(template: Template, cid: int, down: int, up: int) -> None:
+def client_main(template: Template, cid: int, down: int, up: int, output: int) -> None:
     """A client process: the answer cells, then this one client until it is killed.
     The client runs in this process's main thread, on the first message (its spawn).
     It is client :data:`LOCAL` to itself: the world's id for it is the router's to add."""
     try:
-        down, up = _keep_only(down, up, template.output)
+        down, up = _keep_only(down, up, output)
         try:
             error = _enter(template, cid)
         except OSError as exc:            # not sealed: no student code runs here
@@ -257,12 +283,14 @@ def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
     os.makedirs(os.path.join(template.workdir, f"client-{cid}"), exist_ok=True)
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
+    out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         scrub()
-        client_main(template, cid, down_r, up_w)       # never returns
-    os.close(down_r)
-    os.close(up_w)
+        client_main(template, cid, down_r, up_w, out_w)       # never returns
+    for fd in (down_r, up_w, out_w):
+        os.close(fd)
+    template.drain.add(out_r)
     return Client(pid, down_w, up_r, FrameReader(up_r))
 
 
