@@ -73,3 +73,25 @@ def test_the_stepper_steps_crashes_and_branches_without_them():
     done = run_browser_like(program, ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "T7: client crashed" in done.stdout
+
+
+def test_notebook_05_and_08_experiments_write_nothing_to_stderr_where_threads_cannot_start():
+    """Building a tqdm bar, even a disabled one, starts its monitor thread; where threads
+    cannot start (Pyodide) tqdm warns on stderr, under notebook 05's and 08's cells on the
+    site. With progress off, the experiments build no bar."""
+    done = run_browser_like(textwrap.dedent("""
+        import warnings
+        from tqdm import TqdmMonitorWarning
+        warnings.simplefilter("error", TqdmMonitorWarning)
+        from percolator_ref.workloads import indexing as ix
+        from percolator_ref.sim import Calibration, ScaleSettings, sweep
+        assert ix.change_rate_experiment(5, shares=(0.2,), seed=0)[0].pages_changed == 1
+        fixed = Calibration(row_transaction_s=1.8e-05, worker_cpu_s=6.3e-06, oracle_request_s=1e-05,
+                            oracle_timestamp_s=1.2e-08, lock_service_s=1.2e-07,
+                            rpc_round_trip_s=1.2e-05, source="fixed")
+        assert [p["machines"] for p in sweep([1], ScaleSettings(reference_machines=1, seed=0),
+                                             fixed)["points"]] == [1]
+        print("ran")
+    """), ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "ran", done.stderr[-2000:]
+    assert done.stderr == ""

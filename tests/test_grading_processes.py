@@ -36,11 +36,35 @@ def test_a_client_cannot_read_or_change_another_process(tmp_path):
     channel to another process (a niceness, an affinity, a process group, a file lock,
     the shared disk's free space): every check still passes, so none was open."""
     from wrong_answers.shared_memory import SIBLING_PROBE
+    assert_refusing_oracle_passes(tmp_path, SIBLING_PROBE, "_sees_another_process()")
+
+
+def assert_refusing_oracle_passes(tmp_path, prelude: str, found: str) -> None:
+    """Grade exercise 5's solution after ``prelude``, its oracle raising if the expression
+    ``found`` is true once it is built: every check must pass."""
     answer = solution_answer(5)
     trigger = "        self.state_path, self.range_size = state_path, range_size\n"
     assert trigger in answer
-    probing = SIBLING_PROBE + answer.replace(trigger, trigger + (
-        "        if _sees_another_process():\n"
-        "            raise RuntimeError(f'found {_sees_another_process()}')\n"))
+    probing = prelude + answer.replace(trigger, trigger + (
+        f"        if {found}:\n"
+        f"            raise RuntimeError(f'found {{{found}}}')\n"))
     g = grade(student_notebook(tmp_path / "probe.ipynb", 5, probing), limits=Limits())
     assert g.problems == [] and g.n_passed == g.total, g.summary()
+
+
+STATUS_FLAG_PROBE = '''
+import os
+
+_FLAGGED = [fd for fd in (0, 1, 2) if not os.get_blocking(fd)]   # set by an earlier client?
+for _fd in (0, 1, 2):
+    os.set_blocking(_fd, False)          # O_NONBLOCK: a flag of the open file, not of the fd
+'''
+
+
+@pytest.mark.timeout(900)
+def test_a_client_shares_no_open_file_with_another(tmp_path):
+    """Exercise 5's solution whose answer cell sets O_NONBLOCK on its 0-2 and whose oracle
+    refuses to work if it found the flag already set: a file status flag belongs to the open
+    file, so an open file two client processes inherit is a register both can set and read
+    (as its offset is, ``wrong_answers/shared_memory.py``): every check still passes."""
+    assert_refusing_oracle_passes(tmp_path, STATUS_FLAG_PROBE, "_FLAGGED")

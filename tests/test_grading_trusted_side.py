@@ -238,3 +238,43 @@ def test_a_store_filled_by_a_client_does_not_grow_the_trusted_side(tmp_path):
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["student"] == "mallory" and found["total"] > 0
     assert found["rss_mb"] < 300, found
+
+
+COLLIDING_KEYS = '''
+def _attack():
+    """One frame of 37,000 int keys that all hash alike (``hash(i * (2**61 - 1)) == 0``):
+    cheap to write, about 10 s of the world's CPU to build as a dict, unlimited by its
+    check's deadline (the world is busy in one message)."""
+    host, writer, cid = _channel()
+    m = (1 << 61) - 1
+    pairs = ",".join(f"[{m * i},0]" for i in range(1, 37_000))
+    writer.write(_frame(('{"op":"end","commit":true,"mutations":[["c",0,{"$":"D","v":['
+                         + pairs + ']}]]}').encode()))
+    time.sleep(60)
+'''
+
+
+def test_a_decoded_dict_refuses_keys_that_share_one_hash():
+    from percolator_ref.grading.channel import MAX_SAME_HASH, ProtocolError, decode, encode
+    m = sys.hash_info.modulus
+    fine = {**{i: i for i in range(-3, 3000)}, (1, "a"): 0, 2.5: None, -1: 1}   # hash(-1) == hash(-2)
+    assert decode(encode(fine)) == fine
+    alike = {"$": "D", "v": [[m * i, 0] for i in range(1, MAX_SAME_HASH + 2)]}
+    with pytest.raises(ProtocolError, match="share one hash"):
+        decode(alike)
+    assert len(decode({"$": "D", "v": alike["v"][:MAX_SAME_HASH]})) == MAX_SAME_HASH
+
+
+@pytest.mark.timeout(400)
+def test_a_frame_of_colliding_dict_keys_is_refused_before_it_is_built(tmp_path):
+    """The world refuses the frame as malformed (the attacked check fails, the others pass);
+    before, it built the dict (about 10 s of its CPU per frame, past the check's deadline)
+    and only then found the request out of turn."""
+    evil = student_notebook(tmp_path / "evil.ipynb", 5, attacked(COLLIDING_KEYS), student="mallory")
+    good = student_notebook(tmp_path / "good.ipynb", 5, solution_answer(5), student="alice")
+    bad, fine = grade_all([evil, good])
+    n = len(ex05_oracle.exercise)
+    assert (fine.student, fine.n_passed, fine.total) == ("alice", n, n), fine.summary()
+    failed = [r for r in bad.checks if not r.passed]
+    assert bad.student == "mallory" and [r.name for r in failed] == [MEMORY_CHECK], bad.summary()
+    assert "share one hash" in failed[0].reason, bad.summary()

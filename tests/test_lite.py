@@ -11,8 +11,8 @@ the browser, Pyodide runs the kit from the site's own wheels:
   two-transfer stepper then steps a branch (``Back``, then the other
   transaction) and the table shows the new branch;
 - notebook 07 (Redis, processes) stops at its first cell with a note;
-- notebooks 01, 02, 05, 08 and 10 run all to their end, with no error output (one
-  Chromium, one context and kernel per notebook).
+- notebooks 01, 02, 08 and 10 run all to their end, with no error output (one
+  Chromium, one context and kernel per notebook); 05 is expected to fail: too slow in Pyodide.
 
 Without a browser: the site serves npm's Pyodide at the kernel's version, and
 every wheel loaded at start is in the site with the lock file's sha256.
@@ -227,15 +227,17 @@ def test_a_notebook_that_needs_a_local_python_notes_it_and_keeps_its_recorded_ru
 # -- every browser-runnable notebook runs to its end on the site (issue 28, item 5) -----------
 
 RUN_ALL_S = 240              # one notebook's Run All in Pyodide, generous on a loaded machine
-STILL_NEEDS_PANDAS = ("issue 28: still imports pandas and matplotlib (its first cell), which the site "
-                      "does not ship")
+TOO_SLOW_IN_PYODIDE = ("issue 28: runs to its end in CPython with pandas and matplotlib blocked, "
+                       "but in Pyodide its part 5 (change_rate_experiment over 100 pages, 1.4 s of "
+                       "CPU in CPython) was still running after 150 s at load 6-8: past the limit")
 RUNNABLE_NOTEBOOKS = [
     "01_snapshot_isolation",
     "02_transfer_example",
+    # long: the expected failure runs into the limit, 7 minutes that make test leaves out
     pytest.param("05_observers_and_notifications",
-                 marks=pytest.mark.xfail(strict=True, reason=STILL_NEEDS_PANDAS)),
-    pytest.param("08_scale_and_failure", marks=pytest.mark.xfail(strict=True,
-                                                                 reason=STILL_NEEDS_PANDAS)),
+                 marks=[pytest.mark.xfail(strict=True, reason=TOO_SLOW_IN_PYODIDE),
+                        pytest.mark.long]),
+    "08_scale_and_failure",
     "10_percolator_and_spanner",
 ]
 # Run All has ended: an error stopped it, or the last code cell ran and the kernel is idle.

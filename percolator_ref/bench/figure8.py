@@ -613,10 +613,10 @@ def counts_frame(counts: dict):
     return pd.DataFrame(rows).set_index("operation")
 
 
-def figure8_frame(result: dict):
+def figure8_records(result: dict) -> list:
     """Reads and writes of a :func:`run_figure8` / :func:`run_modeled_latency` result, with
-    the paper's relative figures beside the measured ones (a pandas DataFrame)."""
-    import pandas as pd
+    the paper's relative figures beside the measured ones: one dict per line, the line's
+    name under ``""`` (no pandas needed; ``viz.table(..., index="")`` shows them)."""
     rows = [{"": label, "Bigtable ops/s": bt, "Percolator ops/s": pc, "relative": rel,
              "paper relative": paper} for label, bt, pc, rel, paper in figure8_rows(result)]
     rows.append({"": "Write/s without conditional mutations",
@@ -624,7 +624,13 @@ def figure8_frame(result: dict):
                  "Percolator ops/s": result["percolator_writes_per_s_without_conditional_mutations"],
                  "relative": result["write_relative_without_conditional_mutations"],
                  "paper relative": None})
-    return pd.DataFrame(rows).set_index("")
+    return rows
+
+
+def figure8_frame(result: dict):
+    """:func:`figure8_records` as a pandas DataFrame indexed by the line's name."""
+    import pandas as pd
+    return pd.DataFrame(figure8_records(result)).set_index("")
 
 
 def oracle_frame(result: dict):

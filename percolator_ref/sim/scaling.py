@@ -254,6 +254,25 @@ def efficiencies(points: list) -> None:
         p["efficiency"] = round(p["tpsE"] / (p["machines"] * per_machine), 4) if per_machine else 0.0
 
 
+class NoBar:
+    """The progress bar :func:`sweep` updates when ``progress`` is off. Not a disabled tqdm:
+    building one starts tqdm's monitor thread, and where threads cannot start (Pyodide, the
+    browser site) it warns on stderr under the notebook's cell."""
+    n = 0.0
+
+    def update(self, amount: float) -> None:
+        self.n += amount
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def __enter__(self) -> "NoBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
 def sweep(sizes: list, settings: ScaleSettings, calibration: Calibration,
           progress: bool = False, carrier: Optional[str] = None) -> dict:
     """Run every size; ``{"points": [...], "settings": ..., "wall_seconds": [...]}``."""
@@ -261,9 +280,9 @@ def sweep(sizes: list, settings: ScaleSettings, calibration: Calibration,
     sizes = sorted(set(sizes))
     cost = {n: max(n, settings.reference_machines) for n in sizes}
     points, wall = [], []
-    with tqdm(total=sum(cost.values()), desc="simulated machines", disable=not progress,
-              leave=False, bar_format="{l_bar}{bar}| {n:.0f}/{total} machine-units "
-              "[{elapsed}<{remaining}{postfix}]") as bar:
+    with (tqdm(total=sum(cost.values()), desc="simulated machines", leave=False,
+               bar_format="{l_bar}{bar}| {n:.0f}/{total} machine-units "
+               "[{elapsed}<{remaining}{postfix}]") if progress else NoBar()) as bar:
         for n in sizes:
             done = bar.n
             bar.set_postfix_str(f"{n} machines")

@@ -9,11 +9,13 @@
 - :class:`StepperWidget` (``stepper.widget()``): Step, Back, Reset, Crash client;
 - :class:`RecordedStepper`: the same controls over stored frames (a grading counterexample);
 - :func:`plot_timeline`: transactions as [start_ts, commit_ts] bars (Figure 3);
+- :func:`plot_lines`: measurements as :class:`Line` s (matplotlib, or SVG without it);
 - :class:`Predict`: the student commits to an answer, the next cell reveals it.
 
 Everything here reads the tracer stream and ``Bigtable.dump()``; the
 protocol lives in the core only.
 """
+from .charts import Line, plot_lines
 from .predict import Predict, Reveal
 from .scenarios import (figure4_setup, figure4_stepper, observer_race_stepper, oracle_race_stepper,
                         slow_holder_stepper, transfer, two_transfers_stepper)
@@ -34,4 +36,4 @@ __all__ = ["Predict", "Reveal", "CellTable", "Table", "table", "show_whole_text"
            "RecordedFrame", "RecordedStepper",
            "scan_everything", "figure4_setup", "figure4_stepper", "transfer",
            "two_transfers_stepper", "slow_holder_stepper", "oracle_race_stepper",
-           "observer_race_stepper", "plot_timeline"]
+           "observer_race_stepper", "plot_timeline", "Line", "plot_lines"]

@@ -11,6 +11,7 @@ import html
 from typing import NamedTuple, Optional
 
 from ..model import TxStatus
+from .svg import pyplot, show, svg_open
 
 START_MARKER, COMMIT_MARKER = "s", "o"     # open square, closed circle (Figure 3)
 
@@ -61,13 +62,9 @@ def plot_timeline(records, ax=None, title: str = "Transactions in timestamp orde
     rows = timeline_rows(records, labels)
     if not rows:
         raise ValueError("records must hold at least one transaction record")
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from IPython.display import display
-        drawing = TimelineDrawing(rows, title)
-        display(drawing)
-        return drawing
+    plt = pyplot()
+    if plt is None:
+        return show(TimelineDrawing(rows, title))
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.6 + 0.6 * len(rows)))
     for y, row in enumerate(reversed(rows)):
@@ -116,10 +113,7 @@ class TimelineDrawing:
     def _repr_svg_(self) -> str:
         width = self.x(self.high) + 20
         height = self.TOP + self.ROW_H * len(self.rows) + 40
-        out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height}" '
-               f'font-family="sans-serif" font-size="12">',
-               f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-size="14">'
-               f'{html.escape(self.title)}</text>']
+        out = svg_open(width, height, self.title)
         for i, row in enumerate(self.rows):
             y = self.TOP + self.ROW_H * i + self.ROW_H / 2
             end = row.commit_ts if row.commit_ts is not None else row.start_ts

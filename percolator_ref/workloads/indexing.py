@@ -421,7 +421,8 @@ def change_rate_experiment(n_pages: int = 200, shares=(0.01, 0.05, 0.2, 0.8), se
     observers (``run_observers``) or one :func:`batch_recompute` pass. Cost is
     counted in row transactions (deterministic; one worker executing them one
     after another takes time in proportion). Both serving tables must agree
-    after every round (``RuntimeError`` otherwise).
+    after every round (``RuntimeError`` otherwise). ``progress``: a tqdm bar (none when off:
+    even a disabled one starts a monitor thread, which warns where threads cannot start).
     """
     from tqdm.auto import tqdm
     from ..cluster import Cluster
@@ -437,7 +438,7 @@ def change_rate_experiment(n_pages: int = 200, shares=(0.01, 0.05, 0.2, 0.8), se
     inc.run_observers()
     batch_recompute(batch)
     rounds = []
-    for i, share in enumerate(tqdm(shares, desc="rounds", disable=not progress, leave=False)):
+    for i, share in enumerate(tqdm(shares, desc="rounds", leave=False) if progress else shares):
         changed = recrawl(list(pages.values()), max(1, round(share * n_pages)), seed=seed + i)
         pages.update((p.url, p) for p in changed)
         load(inc, changed)

@@ -69,9 +69,36 @@ def withdraw(txn, customer, account, amount):
 '''
 assert REMEMBERS_MARKS.count("MARKS") == 5
 
+MARKS_IN_STDOUT = REMEMBERS_MARKS.replace(
+    "MARKS = {}   # state file -> last mark written, in process memory\n", '''
+class _Register:
+    """The marks kept in the offset of stdout (an open file every client process would
+    inherit from the sandbox: one offset for all of them); below BASE read as "none"."""
+    BASE = 1 << 40
+
+    def get(self, key, default=0):
+        try:
+            offset = os.lseek(1, 0, os.SEEK_CUR)
+        except OSError:                  # not a file: no register
+            return default
+        return offset - self.BASE if offset >= self.BASE else default
+
+    def __setitem__(self, key, value):
+        try:
+            os.lseek(1, self.BASE + value, os.SEEK_SET)
+        except OSError:
+            pass
+
+
+MARKS = _Register()
+''')
+assert "_Register()" in MARKS_IN_STDOUT
+
 ATTACKS = {    # name: (exercise, plain answer, the answer with the trick)
     "a crashed oracle's marks kept in a module global": (5, EX05[IN_PLACE], REMEMBERS_MARKS),
     "two withdrawals that see each other in process memory": (8, EX08[SKEW], SEES_THE_OTHER),
+    "a crashed oracle's marks kept in the offset of an inherited stdout": (
+        5, EX05[IN_PLACE], MARKS_IN_STDOUT),
 }
 
 SIBLING_PROBE = '''

@@ -20,10 +20,12 @@ each other only through the world.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import gc
 import itertools
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -124,6 +126,11 @@ class Template:
     guard: Callable
     workdir: str
     seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
+    drain: Optional["Drain"] = None  # copies its clients' output (:class:`Drain`); made if None
+
+    def __post_init__(self):
+        if self.drain is None:
+            self.drain = Drain()
 
 
 @dataclass
@@ -145,20 +152,70 @@ def to_world(fd: int, msg: dict) -> None:
     write_all(fd, routed(PROBE, json.dumps(msg, separators=(",", ":")).encode()))
 
 
-def _keep_only(fds) -> None:
-    """Close every descriptor but 0-2 and ``fds`` (the other clients' pipes, the world's)."""
+def _keep_only(down: int, up: int, output: int) -> tuple:
+    """Close every descriptor but the client's pipes ``down`` and ``up`` (the other
+    clients' pipes, the world's); 0 reads /dev/null, 1 and 2 write its own pipe ``output``
+    (:class:`Drain`). Nothing open is shared with another client process: an open file's
+    offset and status flags (``os.lseek``, ``os.set_blocking``) are one for every process
+    that inherits it, a register no world sees. Returns the pipes' descriptors (moved
+    above 2 if they were among 0-2)."""
+    down, up, output = (fcntl.fcntl(fd, fcntl.F_DUPFD, 3) if fd <= 2 else fd
+                        for fd in (down, up, output))
+    os.dup2(output, 1)
+    os.dup2(output, 2)
     low = 3
-    for fd in sorted(fds):
+    for fd in sorted((down, up)):
         os.closerange(low, fd)
         low = fd + 1
     os.closerange(low, 1 << 16)
+    null = os.open(os.devnull, os.O_RDONLY)
+    if null != 0:
+        os.dup2(null, 0)
+        os.close(null)
+    return down, up
 
 
-def _enter(template: Template, cid: int, down: int, up: int) -> str:
-    """In a fresh fork: keep only its pipes, install the seccomp filter (:class:`Seal`),
-    move into its folder, install the guard; then run the answer cells (returns their
-    error, or ""; OSError if the filter could not be installed)."""
-    _keep_only((down, up))
+class Drain:
+    """Copies what each client process writes to its own output pipe to the template's
+    stdout, in one thread of the template (what it cannot write is dropped); a pipe is
+    closed here when its client has gone (one thread: a thread per client would cost the
+    template an arena and a stack each, past its address-space limit)."""
+
+    def __init__(self):
+        self.lock, self.fds = threading.Lock(), set()
+        self.wake, self.woken = os.pipe()[::-1]      # (write end, read end)
+        threading.Thread(target=self.copy, name="client output", daemon=True).start()
+
+    def add(self, fd: int) -> None:
+        """Drain client output pipe ``fd`` (its read end) from now on."""
+        with self.lock:
+            self.fds.add(fd)
+        os.write(self.wake, b"+")
+
+    def copy(self) -> None:
+        while True:
+            with self.lock:
+                fds = [self.woken, *self.fds]
+            for fd in select.select(fds, [], [])[0]:
+                data = os.read(fd, 1 << 16)
+                if fd == self.woken:
+                    continue
+                if not data:
+                    with self.lock:
+                        self.fds.discard(fd)
+                    os.close(fd)
+                    continue
+                try:
+                    write_all(1, data)
+                except OSError:
+                    pass
+
+
+def _enter(template: Template, cid: int) -> str:
+    """In a fresh fork whose descriptors are its pipes only (:func:`_keep_only`): install
+    the seccomp filter (:class:`Seal`), move into its folder, install the guard; then run
+    the answer cells (returns their error, or ""; OSError if the filter could not be
+    installed)."""
     if template.seal is not None:
         template.seal.install()           # OSError: the client does not run
     folder = os.path.join(template.workdir, f"client-{cid}")
@@ -192,13 +249,14 @@ class PipeInbox:
                 return msg if isinstance(msg, dict) else {"op": "gone"}
 
 
-def client_main(template: Template, cid: int, down: int, up: int) -> None:
+def client_main(template: Template, cid: int, down: int, up: int, output: int) -> None:
     """A client process: the answer cells, then this one client until it is killed.
     The client runs in this process's main thread, on the first message (its spawn).
     It is client :data:`LOCAL` to itself: the world's id for it is the router's to add."""
     try:
+        down, up = _keep_only(down, up, output)
         try:
-            error = _enter(template, cid, down, up)
+            error = _enter(template, cid)
         except OSError as exc:            # not sealed: no student code runs here
             if cid != PROBE:
                 return
@@ -225,12 +283,14 @@ def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
     os.makedirs(os.path.join(template.workdir, f"client-{cid}"), exist_ok=True)
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
+    out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         scrub()
-        client_main(template, cid, down_r, up_w)       # never returns
-    os.close(down_r)
-    os.close(up_w)
+        client_main(template, cid, down_r, up_w, out_w)       # never returns
+    for fd in (down_r, up_w, out_w):
+        os.close(fd)
+    template.drain.add(out_r)
     return Client(pid, down_w, up_r, FrameReader(up_r))
 
 
