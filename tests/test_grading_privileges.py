@@ -454,7 +454,7 @@ def test_attacks_score_zero_and_harm_nothing_as_an_unprivileged_grader(tmp_path)
             os.chown(p, uid, uid, follow_symlinks=False)
         watched = [str(kit / "percolator_ref" / "__init__.py"), str(pristine), str(pyc),
                    str(kit / "percolator_ref" / "transaction.py"),
-                   str(kit / "percolator_ref" / "grading" / "grader.py"),
+                   str(kit / "percolator_ref" / "grading" / "grade" / "grader.py"),
                    str(next((kit / "exercises").glob("01_*.ipynb")))]
         before = snapshot(watched)
         try:

@@ -31,6 +31,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -298,12 +299,17 @@ def end_client(c: Client) -> int:
     """Kill client ``c``'s process (the probe, a spare never used); its pid, to reap
     (:func:`reap`: its CPU is then counted in the child's, and its pid freed)."""
     kill(c.pid)
+    close_pipes(c)
+    return c.pid
+
+
+def close_pipes(c: Client) -> None:
+    """Close this process's ends of client ``c``'s two pipes."""
     for fd in (c.down, c.up):
         try:
             os.close(fd)
         except OSError:
             pass
-    return c.pid
 
 
 def reap(pids: list, wait: bool) -> None:
@@ -324,10 +330,33 @@ def probe(template: Template) -> str:
         msg = c.reader.receive(3600.0)
     except TimeoutError:
         msg = None
-    reap([end_client(c)], wait=True)
     if not isinstance(msg, dict) or msg.get("op") != "probe":
-        return "your answer cells ended the grading process"
+        return ended(c)
+    reap([end_client(c)], wait=True)
     return str(msg.get("error") or "")
+
+
+SIGNALLED = {signal.SIGSEGV: "crashed (segmentation fault)", signal.SIGKILL: "was killed",
+             signal.SIGABRT: "aborted (out of memory?)"}
+
+
+def ended(c: Client) -> str:
+    """Why the probe's process stopped before it reported: how it ended (it is given a
+    second to end after closing its pipe, then killed), as the student's reason."""
+    for _ in range(100):
+        pid, status = os.waitpid(c.pid, os.WNOHANG)
+        if pid:
+            break
+        time.sleep(0.01)
+    else:
+        reap([end_client(c)], wait=True)
+        return "your answer cells closed the grading process's channel and stopped answering"
+    close_pipes(c)                                      # reaped: its pid is not killed again
+    if os.WIFSIGNALED(status):
+        sig = signal.Signals(os.WTERMSIG(status))
+        return f"the grading process {SIGNALLED.get(sig, 'died of ' + sig.name)} before it was ready"
+    return (f"the grading process exited with status {os.WEXITSTATUS(status)} before it was "
+            f"ready (os._exit or a crash in your code?)")
 
 
 SPAWN, ENDS = b'{"op":"spawn"', (b'{"op":"gone"}', b'{"op":"bye"}')
