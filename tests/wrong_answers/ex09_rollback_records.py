@@ -14,13 +14,18 @@ from percolator_ref.step import Step
 
 '''
 
-RESOLVE = '''\
+# The opening most answers share: in one row transaction at the primary, a commit found is
+# returned and the transaction's own lock is rolled back; the answers differ in what follows.
+COMMITTED_OR_LOCKED = '''\
 with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
     commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
     if commit_ts is not None:
         return commit_ts
     if rows.held_lock(rt, primary.column, start_ts) is not None:
         rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+'''
+
+RESOLVE = COMMITTED_OR_LOCKED + '''\
     elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
         rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
     return None
@@ -76,13 +81,7 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
     return None
 '''),
     "a primary that is neither locked nor committed was rolled back: nothing to write": _answer(
-        resolve='''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
-    if commit_ts is not None:
-        return commit_ts
-    if rows.held_lock(rt, primary.column, start_ts) is not None:
-        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+        resolve=COMMITTED_OR_LOCKED + '''\
     return None                        # no lock: someone already rolled it back
 '''),
     "decide in one row transaction, roll back in the next": _answer(resolve='''\
@@ -98,13 +97,7 @@ if locked or not recorded:             # not committed: roll it back, record and
 return None
 '''),
     "the record for a missing primary written after the check, in its own row transaction": _answer(
-        resolve='''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
-    if commit_ts is not None:
-        return commit_ts
-    if rows.held_lock(rt, primary.column, start_ts) is not None:
-        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+        resolve=COMMITTED_OR_LOCKED + '''\
         return None
     missing = rt.read(write_col(primary.column), start_ts, start_ts) is None
 if missing:                            # nothing there yet: leave a record behind
@@ -212,13 +205,7 @@ INTERLEAVING |= {"a live holder's primary prewrite is on its way: no record for 
 # and 2); no other check's primary holds a write record of another transaction near W's.
 WRONG.update({
     "the newest rollback record up to start_ts on the primary means rolled back": _answer(
-        resolve='''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
-    if commit_ts is not None:
-        return commit_ts
-    if rows.held_lock(rt, primary.column, start_ts) is not None:
-        rows.apply(rt, self.rollback_writes(primary.column, start_ts))
+        resolve=COMMITTED_OR_LOCKED + '''\
         return None
     last = rt.read(write_col(primary.column), start_ts)     # newest record up to start_ts
     if last is not None and last[1].kind is WriteKind.ROLLBACK:
