@@ -11,6 +11,8 @@
 #   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
 #   make por-equivalence  every catalogue entry self-checked with and without partial-order
 #                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
+#   make recall-equivalence  every catalogue entry graded sandboxed with and without recall
+#                     (client processes replaced by recorded answers): same results? processes
 #   make test         pytest tests/ (building the sites when a test first needs them), then nbval
 #                     over notebooks/ and solutions/ (CI's command; at most 12 minutes)
 #   make test-long    the tests marked long: soaks, sweeps, the whole catalogue sandboxed
@@ -30,7 +32,7 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): 2 uses both cores of a CI machine; 0 runs in this process.
 TEST_JOBS ?= 2
 
-.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test test-long secret-sweep por-equivalence system-deps clean
+.PHONY: venv trust lab lite serve-lite bench-lite release grade-bench common-mistakes test test-long secret-sweep por-equivalence recall-equivalence system-deps clean
 
 venv: $(STAMP) trust
 
@@ -127,6 +129,10 @@ secret-sweep: venv
 EXERCISES ?=
 por-equivalence: venv
 	nice -n 10 $(BIN)/python tools/por_equivalence.py $(EXERCISES)
+
+# Recall's equivalence run (issue 27 item 7): every catalogue entry graded twice, sandboxed.
+recall-equivalence: venv
+	nice -n 10 $(BIN)/python tools/recall_equivalence.py $(EXERCISES)
 
 system-deps:
 	@command -v dpkg-query >/dev/null || { echo "Not a Debian system: install $(SYSTEM_PKGS) with your package manager."; exit 1; }; \

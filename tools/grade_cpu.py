@@ -42,6 +42,8 @@ from grading_helpers import solution_answer, student_notebook  # noqa: E402
 
 
 REPORTS: list = []
+RECALLS: list = []
+"""What each child's transcripts say (:mod:`percolator_ref.grading.sandbox.transcripts`)."""
 """What each child's report says its clients cost (processes forked, their CPU, the template's)."""
 
 
@@ -54,6 +56,8 @@ def close_politely(exit_):
     """``InteractiveChild.__exit__``, but first close the child's channel and let it end by
     itself (its forks reaped, so their CPU reaches ``RUSAGE_CHILDREN``)."""
     def polite(self, *exc):
+        if self.pipes is not None:
+            RECALLS.append(self.pipes.transcripts.figures())
         if self.proc is not None and self.proc.returncode is None:
             for fd in list(self.fds):
                 os.close(fd)
@@ -89,11 +93,15 @@ def sandboxed(n: int, answer: str, profiler=None) -> tuple:
 def _clients() -> str:
     """The children's reports since the last call: client processes, their CPU, the template's."""
     found, REPORTS[:] = list(REPORTS), []
+    recalls, RECALLS[:] = list(RECALLS), []
     if not found or not any(found):
         return "no client processes (a thread per client)"
     return (f"{len(found)} children: {sum(r.get('processes', 0) for r in found)} client "
             f"processes, {sum(r.get('cpu', 0) for r in found):.2f} s in them, "
-            f"{sum(r.get('template_cpu', 0) for r in found):.2f} s in the templates")
+            f"{sum(r.get('template_cpu', 0) for r in found):.2f} s in the templates; "
+            f"{sum(r['virtual'] for r in recalls)} clients ran with no process, "
+            f"{sum(r['recalled'] for r in recalls)} messages recalled, "
+            f"{sum(r['heard_again'] for r in recalls)} heard again")
 
 
 def in_process(n: int, answer: str) -> tuple:

@@ -91,6 +91,25 @@ def make_class(folder: Path, catalogue: Path, per_exercise: int) -> dict:
     return expected
 
 
+def cost_table(paths: list, grades: list) -> str:
+    """Per exercise: notebooks, schedules run, the grader's CPU seconds, client processes
+    started, clients that ran with no process and messages recalled (:attr:`Grade.cost`;
+    the client processes' own CPU is not counted here: ``tools/grade_cpu.py`` does)."""
+    rows = {}
+    for path, g in zip(paths, grades):
+        row = rows.setdefault(int(path.name[2:4]), [0, 0, 0.0, 0, 0, 0])
+        c = g.cost
+        for k, v in enumerate((1, c.get("schedules", 0), c.get("cpu", 0.0), c.get("processes", 0),
+                               c.get("virtual", 0), c.get("recalled", 0))):
+            row[k] += v
+    lines = [f"{'ex':>3} {'notebooks':>9} {'schedules':>9} {'grader cpu s':>12} "
+             f"{'processes':>9} {'no process':>10} {'recalled':>9}"]
+    for n, (count, runs, cpu, procs, virtual, recalled) in sorted(rows.items()):
+        lines.append(f"{n:>3} {count:>9} {runs:>9} {cpu:>12.1f} {procs:>9} {virtual:>10} "
+                     f"{recalled:>9}")
+    return "\n".join(lines)
+
+
 def run(args) -> int:
     from tqdm import tqdm
 
@@ -115,6 +134,7 @@ def run(args) -> int:
           f"-j {args.jobs} in {seconds:.1f} s ({seconds / 60:.1f} min)")
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}; "
           f"after: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    print(cost_table(paths, grades))
     for name, line in wrong:
         print(f"UNEXPECTED  {name}: {line}")
     print("every right notebook passed and every wrong one failed" if not wrong

@@ -37,6 +37,7 @@ class Result:
     passed: bool
     reason: str = ""
     counterexample: Optional[dict] = field(default=None, compare=False, repr=False)
+    runs: int = field(default=0, compare=False, repr=False)    # schedules its families ran
 
 
 @dataclass

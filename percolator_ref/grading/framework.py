@@ -111,6 +111,8 @@ own with a disk), ``ex01_snapshot_read`` one with families of schedules.
 """
 from __future__ import annotations
 
+import re
+
 import random
 import sys
 import traceback
@@ -233,15 +235,26 @@ def plain(value, depth: int = 0):
     if type(value) is dict and depth < 6 and all(isinstance(k, str) for k in value):
         return {k: plain(v, depth + 1) for k, v in value.items()}
     try:
-        text = repr(value)
+        text = without_addresses(repr(value))
     except Exception:            # noqa: BLE001 - a student's __repr__ may raise
         text = "<unprintable>"
     return {"repr": text[:200], "type": type(value).__name__}
 
 
+ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+
+
+def without_addresses(text: str) -> str:
+    """``text`` with memory addresses (``<Foo object at 0x7f..>``) written ``0x..``: where
+    an object lies differs from one process to the next, and what a client says must
+    depend only on what it heard (:mod:`~.sandbox.transcripts`)."""
+    return ADDRESS.sub("0x..", text)
+
+
 def describe_exception(exc: BaseException) -> str:
     """``"TypeError: msg (line N of your answer cell)"``: one line, never a traceback."""
     text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = without_addresses(text)
     where = _student_line(exc)
     text = " ".join(text.split())
     if len(text) > MAX_FEEDBACK - 40:

@@ -22,6 +22,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class Grade:
     submission: str = ""          # the student's folder, zip or notebook (:mod:`.submissions`)
     counted: bool = True          # False: another notebook counts for this exercise
     flags: list = field(default_factory=list)     # e.g. a duplicate student name
+    cost: dict = field(default_factory=dict, compare=False)   # what grading it took (:func:`grade`)
 
     @property
     def n_passed(self) -> int:
@@ -113,12 +115,15 @@ def grade(path, exercises_dir=EXERCISES, limits: Limits = Limits(), folder=None,
         return g
     params = spec.params(secrets.randbits(63))
     info: dict = {}
+    started = time.process_time()
     try:
         g.checks = grade_interactive(_job(g.exercise, spec, cells, exercises_dir, others),
                                      spec, params, limits, info)
     except Exception as exc:     # noqa: BLE001 - the grader's fault: the row still names its student
         return _all_fail(g, spec, [f"grader error: {type(exc).__name__}: {exc}"[:300]], "")
     g.sandbox = info.get("sandbox", "")
+    g.cost = dict(info.get("recall", {}), cpu=time.process_time() - started,
+                  schedules=sum(r.runs for r in g.checks))
     g.problems += sorted({r.reason for r in g.checks if r.reason.startswith(NOT_RUN)})
     return g
 
@@ -173,15 +178,22 @@ def _job(n, spec, cells, exercises_dir, others) -> dict:
             **read_policy(spec, exercises_dir, others)}
 
 
+COUNTED = ("processes", "virtual", "recalled", "heard_again", "stopped")
+"""What :attr:`Grade.cost` adds up over a notebook's children (:mod:`..sandbox.transcripts`)."""
+
+
 def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) -> list:
     """Every check of ``spec`` judged by the trusted world against a sandboxed client.
 
     A check that runs past its limit (or breaks the channel) costs only that
-    check: the child is killed and a fresh one serves the remaining checks.
+    check: the child is killed and a fresh one serves the remaining checks. One
+    check per child may run twice (a client that is not a function of what it heard
+    is run again without recall, :func:`~..judge.interactive.run_trusted`): the
+    child's time allows for it.
     """
     results, todo = {}, list(spec.checks)
     while todo:
-        seconds = SETUP_SECONDS + sum(c.limit for c in todo)
+        seconds = SETUP_SECONDS + sum(c.limit for c in todo) + max(c.limit for c in todo)
         with InteractiveChild(job, spec, limits, seconds) as child:
             problem = child.wait_ready()
             if info is not None and child.sandbox:
@@ -192,6 +204,10 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
             while todo and not child.hub.broken:
                 check = todo.pop(0)
                 results[check.name] = run_trusted(check, child.hub, params[check.name])
+            if info is not None and child.pipes is not None:
+                for k, v in child.pipes.transcripts.figures().items():
+                    if k in COUNTED:
+                        info.setdefault("recall", {})[k] = info.get("recall", {}).get(k, 0) + v
     return [results[c.name] for c in spec.checks]
 
 
@@ -239,12 +255,13 @@ def grade_all(paths, exercises_dir=EXERCISES, limits: Limits = Limits(), jobs: i
 
 
 def longest_notebook() -> float:
-    """The most seconds one notebook's grade may take: each check past its limit, then a
-    fresh child for the next one (:data:`SETUP_SECONDS`,
+    """The most seconds one notebook's grade may take: each check past its limit (one of
+    them twice), then a fresh child for the next one (:data:`SETUP_SECONDS`,
     :data:`..sandbox.launcher.GRACE_SECONDS`)."""
     from .. import MODULES
     specs = [exercise_module(n).exercise for n in MODULES]
-    return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit for s in specs)
+    return max(len(s) * (SETUP_SECONDS + GRACE_SECONDS) + s.time_limit
+               + max(c.limit for c in s.checks) for s in specs)
 
 
 def _stalled(task, stall: float) -> Grade:

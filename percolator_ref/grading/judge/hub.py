@@ -31,6 +31,14 @@ class Violation(Exception):
     """A client broke the channel's protocol; the check fails with this sentence."""
 
 
+class Diverged(BaseException):
+    """A client answered a history it was told again differently from the first time (or
+    spoke out of turn), so what the grader recalled for it (:mod:`~..sandbox.transcripts`)
+    may not stand for it. A BaseException: the world turns a client's errors into its
+    violation, and this one is the grader's: the check runs again with nothing recalled
+    (:func:`~.interactive.run_trusted`)."""
+
+
 class Hub:
     """Where the world's messages go and come from: the student's host and the trusted host.
 
@@ -56,6 +64,7 @@ class Hub:
                                   ttl=0.0, greenlets=True, codec=False)
         self.cids = itertools.count(1)
         self.broken: Optional[str] = None
+        self.transcripts = None          # the sandbox's recall of its clients' answers, if any
 
     def arrive(self, host: str, msg) -> None:
         self.inbox.put((host, msg))

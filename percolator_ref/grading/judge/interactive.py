@@ -8,6 +8,7 @@ is trusted: the self-check runs where the student's code could change it.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from ..battery import BudgetExceeded, Report, Result
@@ -16,7 +17,7 @@ from ..client.host import ClientHost, threads_available
 from ..framework import Fail
 from .journal import to_json
 from .schedules import explore, judged_run
-from .hub import CheckTimeout, Hub, Violation
+from .hub import CheckTimeout, Diverged, Hub, Violation
 from .trusted import TrustedWorld
 from percolator_ref.harness.greenlets import gc_paused
 
@@ -99,9 +100,22 @@ def run_trusted(check, hub: Hub, p: dict, max_preemptions=None, bounded=None) ->
 
     ``max_preemptions``: explore the families with at most this many preemptions
     (the browser's self-check); ``bounded``: a set that gets the check's name if
-    that lowered a family's bound.
+    that lowered a family's bound. If a client the sandbox recalled turns out not to
+    be a function of what it heard (:class:`~.hub.Diverged`), the check runs again
+    from the start with nothing recalled: its verdict is the one without recall.
     """
+    try:
+        return _run_trusted(check, hub, p, max_preemptions, bounded)
+    except Diverged:                    # the sandbox has stopped recalling (Transcripts.stop)
+        return _run_trusted(check, hub, p, max_preemptions, bounded)
+
+
+def _run_trusted(check, hub: Hub, p: dict, max_preemptions, bounded) -> Result:
     trial = Trial(hub, time.monotonic() + check.limit, p, max_preemptions, check.classes)
+    return dataclasses.replace(_verdict(check, trial, p, bounded), runs=trial.runs)
+
+
+def _verdict(check, trial: Trial, p: dict, bounded) -> Result:
     try:
         try:
             check.fn(trial, p)

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import privileges
-from ..channel import ROUTED, FrameReader, PipeWriter, ProtocolError, framed, parse
+from ..channel import ROUTED, FrameReader, PipeWriter, ProtocolError, framed, parse, routed
 from .processes import ENDS, HANDOVER, SPAWN
 from .policy import ROOT
 from .child import BOOT
-from ..judge.hub import Hub
+from ..judge.hub import Diverged, Hub
+from .transcripts import Transcripts, after
 
 MB = 1 << 20
 NOT_RUN = "not run: "
@@ -179,6 +180,7 @@ class InteractiveChild:
         self.pipes = ClientPipes(down_w, up_r, self.fds.pop())    # it closes the socket
         self.hub = Hub(None, self.spec.roles, student_receive=self.pipes.receive,
                        student_write=self.pipes.write)
+        self.hub.transcripts = self.pipes.transcripts
         self.watchdog = threading.Timer(self.seconds + GRACE_SECONDS, self.expire)
         self.watchdog.daemon = True
         self.watchdog.start()
@@ -258,23 +260,83 @@ class ClientPipes:
         self.clients: dict = {}           # cid -> (PipeWriter to it, the fd it writes)
         self.owner: dict = {}             # a client's fd -> its cid
         self.pending: collections.deque = collections.deque()
+        self.transcripts = Transcripts()
+        self.virtual: dict = {}           # cid -> the bodies a client with no process heard
+        self.keys: dict = {}              # cid -> the key of the history it heard so far
+        self.awaiting: dict = {}          # a real client's cid -> the history it answers next
         self.poll = select.poll()
         self.poll.register(up, select.POLLIN)
 
     def write(self, data: bytes, deadline: float) -> None:
         """Carry the world's routed frame ``data`` (TimeoutError if not taken by
-        ``deadline``; a client or a child gone is reported by :meth:`receive`)."""
+        ``deadline``; a client or a child gone is reported by :meth:`receive`). A client
+        starts virtual while :attr:`transcripts` recalls its answers (:meth:`tell`)."""
         cid, body = ROUTED.unpack_from(data)[1], data[ROUTED.size:]
+        if cid in self.virtual or (cid not in self.clients and self.transcripts.on
+                                   and body.startswith(SPAWN)):
+            self.tell(cid, body, deadline)
+            return
         if cid not in self.clients:
             _write_quietly(self.channel, data, deadline)
             if body.startswith(SPAWN):
+                self.transcripts.processes += 1
                 self.adopt(cid, deadline)
+                self.keys[cid] = self.awaiting[cid] = after(b"", body)
             return
         if body in ENDS:
             _write_quietly(self.channel, data, deadline)
             self.forget(cid)
             return
+        self.keys[cid] = self.awaiting[cid] = after(self.keys[cid], body)
         _write_quietly(self.clients[cid][0], framed(body), deadline)
+
+    def tell(self, cid: int, body: bytes, deadline: float) -> None:
+        """Tell virtual client ``cid`` ``body``: its recorded answer is what it says next;
+        with none recorded it becomes a process (:meth:`materialize`)."""
+        if body in ENDS:
+            del self.virtual[cid], self.keys[cid]
+            self.transcripts.virtual += 1
+            return
+        self.virtual.setdefault(cid, []).append(body)
+        self.keys[cid] = key = after(self.keys.get(cid, b""), body)
+        found = self.transcripts.recall(key)
+        if found is None:
+            self.materialize(cid, deadline)
+            return
+        msg = _parsed(found)
+        msg["cid"] = cid
+        self.pending.append(msg)
+
+    def materialize(self, cid: int, deadline: float) -> None:
+        """Fork virtual client ``cid`` and tell it its whole history again: each answer but
+        the last must be the recorded one (else :class:`~..judge.hub.Diverged`); the last
+        comes through :meth:`receive`, as any client's."""
+        history = self.virtual.pop(cid)
+        self.transcripts.processes += 1
+        _write_quietly(self.channel, routed(cid, history[0]), deadline)
+        self.adopt(cid, deadline)
+        if cid not in self.clients:               # the child is gone: its channel says so
+            return
+        writer, up = self.clients[cid]
+        key = after(b"", history[0])
+        for body in history[1:]:
+            self.transcripts.check(key, self.answer_of(up, deadline))
+            key = after(key, body)
+            _write_quietly(writer, framed(body), deadline)
+        self.awaiting[cid] = key
+
+    def answer_of(self, up: int, deadline: float) -> bytes:
+        """The next frame's body from a client's pipe (a client that ends or breaks the
+        channel instead has diverged; TimeoutError past ``deadline``)."""
+        reader = self.readers[up]
+        try:
+            reader.fill(reader.header.size, deadline)
+            reader.fill(reader.header.size + reader.header.unpack_from(reader.buffer)[0],
+                        deadline)
+            return reader.take()[1]
+        except (EOFError, ProtocolError):
+            self.transcripts.stop()
+            raise Diverged("a client ended while it heard its history again") from None
 
     def adopt(self, cid: int, deadline: float) -> None:
         """Take client ``cid``'s pipe ends from the router (TimeoutError past ``deadline``)."""
@@ -294,7 +356,19 @@ class ClientPipes:
         self.owner[up], self.readers[up] = cid, FrameReader(up)
         self.poll.register(up, select.POLLIN)
 
+    def heard_from(self, cid: int, body: bytes, msg: dict) -> None:
+        """Real client ``cid`` said ``body``: the answer to its history, recorded; a message
+        nobody asked for means it is not a function of what it heard (recall stops)."""
+        key = self.awaiting.get(cid)
+        if key is None:
+            self.transcripts.stop()
+        elif msg.get("op") != "malformed":
+            self.transcripts.record(key, body)
+        self.awaiting[cid] = None
+
     def forget(self, cid: int) -> None:
+        self.keys.pop(cid, None)
+        self.awaiting.pop(cid, None)
         writer, up = self.clients.pop(cid)
         del self.owner[up], self.readers[up]
         self.poll.unregister(up)
@@ -322,10 +396,9 @@ class ClientPipes:
         ended = not reader.read_some()
         try:
             while (found := reader.take()) is not None:
-                try:
-                    msg = parse(found[1])
-                except ProtocolError:
-                    msg = {"op": "malformed"}
+                msg = _parsed(found[1])
+                if cid is not None:
+                    self.heard_from(cid, found[1], msg)
                 msg["cid"] = found[0][1] if cid is None else cid
                 self.pending.append(msg)
         except ProtocolError:             # a frame too large
@@ -340,7 +413,15 @@ class ClientPipes:
     def close(self) -> None:
         for cid in list(self.clients):
             self.forget(cid)
+        self.virtual.clear()
         self.socket.close()
+
+
+def _parsed(body: bytes) -> dict:
+    try:
+        return parse(body)
+    except ProtocolError:
+        return {"op": "malformed"}
 
 
 def _write_quietly(writer: PipeWriter, data: bytes, deadline: float) -> None:

@@ -1,0 +1,87 @@
+"""Recall (issue 27 item 7): a client is a function of what it heard, so the grader hands the
+world a recorded answer instead of starting a process for a history it has seen; no
+verdict may change, and a client that is not such a function is graded without recall."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from percolator_ref.grading.framework import plain, without_addresses
+from percolator_ref.grading.grade import grader
+from percolator_ref.grading.sandbox.transcripts import Transcripts, after, recall_on
+from percolator_ref.grading.judge.hub import Diverged
+from grading_helpers import load_catalogue, solution_answer, student_notebook
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import recall_equivalence  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_history_key_is_the_chain_of_the_exact_messages():
+    a, b = after(b"", b'{"op":"spawn"}'), after(b"", b'{"op":"spawn" }')
+    assert a != b and len(a) == 16
+    assert after(a, b"x") != after(b, b"x") and after(a, b"x") == after(a, b"x")
+    assert after(after(b"", b"ab"), b"c") != after(after(b"", b"a"), b"bc")
+
+
+def test_an_answer_heard_again_differently_stops_recall():
+    t = Transcripts(on=True)
+    t.record(b"k" * 16, b'{"op":"answer"}')
+    assert t.recall(b"k" * 16) == b'{"op":"answer"}'
+    t.check(b"k" * 16, b'{"op":"answer"}')          # the same again: fine
+    with pytest.raises(Diverged):
+        t.check(b"k" * 16, b'{"op":"answer","x":1}')
+    assert not t.on and t.recall(b"k" * 16) is None and t.answers == {}
+
+
+def test_the_switch_and_the_bytes_bound(monkeypatch):
+    monkeypatch.setenv("PERCOLATOR_RECALL", "0")
+    assert not recall_on() and not Transcripts().on
+    monkeypatch.setenv("PERCOLATOR_RECALL", "1")
+    t = Transcripts()
+    assert t.on
+    with mock.patch("percolator_ref.grading.sandbox.transcripts.MAX_BYTES", 100):
+        t.record(b"a" * 16, b"x" * 50)
+        t.record(b"b" * 16, b"x" * 50)               # past the bound: not kept
+    assert list(t.answers) == [b"a" * 16]
+
+
+def test_what_a_client_says_of_an_object_holds_no_memory_address():
+    class Runner:
+        pass
+    assert "0x" in repr(Runner()) and without_addresses(repr(Runner())).endswith("at 0x..>")
+    assert plain(Runner())["repr"] == plain(Runner())["repr"]
+
+
+def test_recall_changes_no_result_and_starts_fewer_processes(tmp_path):
+    """Exercise 2's solution and two wrong answers, graded with recall off and on under one
+    secret: the same results check by check (the full catalogue: ``make recall-equivalence``)."""
+    answers = [solution_answer(2), *list(load_catalogue(2).values())[:2]]
+    for k, source in enumerate(answers):
+        off, on, cost_off, cost_on = recall_equivalence.grade_both(
+            2, source, tmp_path / f"{k}.ipynb")
+        assert off == on
+        assert cost_on["processes"] < cost_off["processes"]
+        assert cost_off["recalled"] == 0 and cost_on["recalled"] > 0
+        assert cost_on["schedules"] == cost_off["schedules"] > 0
+
+
+NOT_A_FUNCTION = solution_answer(2).replace(
+    "    def prewrite(self, m, primary):\n",
+    "    def prewrite(self, m, primary):\n"
+    "        import os\n"
+    "        self.session.is_alive('nobody-' + os.urandom(4).hex())   # not from the world\n")
+
+
+def test_a_client_that_is_not_a_function_of_what_it_heard_is_graded_without_recall(tmp_path):
+    assert NOT_A_FUNCTION != solution_answer(2)
+    off, on, cost_off, cost_on = recall_equivalence.grade_both(
+        2, NOT_A_FUNCTION, tmp_path / "x.ipynb")
+    assert cost_on["stopped"] == 1 and cost_off["stopped"] == 0
+    assert [r[:2] for r in on] == [r[:2] for r in off]
+    assert all(passed for _, passed, _ in on), on      # it prewrites right: full marks
