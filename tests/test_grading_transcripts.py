@@ -85,3 +85,26 @@ def test_a_client_that_is_not_a_function_of_what_it_heard_is_graded_without_reca
     assert cost_on["stopped"] == 1 and cost_off["stopped"] == 0
     assert [r[:2] for r in on] == [r[:2] for r in off]
     assert all(passed for _, passed, _ in on), on      # it prewrites right: full marks
+
+
+DIVERGES_THEN_BREAKS = solution_answer(2).replace(
+    "    def prewrite(self, m, primary):\n",
+    "    def prewrite(self, m, primary):\n"
+    "        import os\n"
+    "        if self.client == 'worker':      # the one-worker family: its process exits\n"
+    "            os._exit(0)\n"
+    "        self.session.is_alive('nobody-' + os.urandom(4).hex())   # not from the world\n")
+
+
+def test_a_notebook_runs_at_most_one_check_twice(tmp_path):
+    """Found not a function of what it heard in one family (that check runs again), the
+    client then breaks its child in the next: the fresh child serving the last family must
+    not recall again, else a second check runs twice, past what each child's watchdog and
+    the run's stall watchdog (:func:`grader.longest_notebook`) allow a notebook."""
+    assert DIVERGES_THEN_BREAKS != solution_answer(2)
+    off, on, cost_off, cost_on = recall_equivalence.grade_both(
+        2, DIVERGES_THEN_BREAKS, tmp_path / "x.ipynb")
+    assert cost_on["stopped"] == 1 and cost_off["stopped"] == 0
+    assert on == off
+    broke = [name for name, passed, _ in on if not passed]
+    assert len(broke) == 1 and "one worker" in broke[0], on

@@ -32,7 +32,7 @@ from .processes import ENDS, HANDOVER, SPAWN
 from .policy import ROOT
 from .child import BOOT
 from ..judge.hub import Diverged, Hub
-from .transcripts import Transcripts, after
+from .transcripts import Transcripts, after, recall_on
 
 MB = 1 << 20
 NOT_RUN = "not run: "
@@ -128,11 +128,12 @@ def _session_members(sid: int) -> list:
 class InteractiveChild:
     """A sandboxed child connected by two pipes to a :class:`~..judge.hub.Hub` in this process."""
 
-    def __init__(self, job: dict, spec, limits: Limits, seconds: float):
+    def __init__(self, job: dict, spec, limits: Limits, seconds: float, recall: bool = True):
         """``seconds``: how long the child may live once started (its checks' limits and
         :data:`SETUP_SECONDS`); past it, and :data:`GRACE_SECONDS` more, the watchdog
-        kills its session."""
-        self.seconds, self.watchdog = seconds, None
+        kills its session. ``recall``: False once an earlier child of the same notebook
+        found a client that is not a function of what it heard (:mod:`.transcripts`)."""
+        self.seconds, self.watchdog, self.recall = seconds, None, recall
         self.ending = threading.Lock()
         self.job, self.spec, self.limits = job, spec, limits
         self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
@@ -177,7 +178,7 @@ class InteractiveChild:
         for fd in (down_r, up_w, job["fd_socket"], result):
             os.close(fd)
             self.fds.remove(fd)
-        self.pipes = ClientPipes(down_w, up_r, self.fds.pop())    # it closes the socket
+        self.pipes = ClientPipes(down_w, up_r, self.fds.pop(), self.recall)   # it closes the socket
         self.hub = Hub(None, self.spec.roles, student_receive=self.pipes.receive,
                        student_write=self.pipes.write)
         self.hub.transcripts = self.pipes.transcripts
@@ -253,14 +254,14 @@ class ClientPipes:
     channel's rules, reads as ``{"cid", "op": "exited"}`` (its protocol violation).
     """
 
-    def __init__(self, down: int, up: int, fd_socket: int):
+    def __init__(self, down: int, up: int, fd_socket: int, recall: bool = True):
         self.channel = PipeWriter(down, deadline=True)
         self.readers = {up: FrameReader(up, routed=True)}     # fd -> reader
         self.up, self.socket = up, socket.socket(fileno=fd_socket)
         self.clients: dict = {}           # cid -> (PipeWriter to it, the fd it writes)
         self.owner: dict = {}             # a client's fd -> its cid
         self.pending: collections.deque = collections.deque()
-        self.transcripts = Transcripts()
+        self.transcripts = Transcripts(on=recall and recall_on())
         self.virtual: dict = {}           # cid -> the bodies a client with no process heard
         self.keys: dict = {}              # cid -> the key of the history it heard so far
         self.awaiting: dict = {}          # a real client's cid -> the history it answers next
