@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tracemalloc
 from pathlib import Path
 from unittest import mock
 
@@ -12,7 +13,7 @@ import pytest
 
 from percolator_ref.grading.framework import plain, without_addresses
 from percolator_ref.grading.grade import grader
-from percolator_ref.grading.sandbox.transcripts import Transcripts, after, recall_on
+from percolator_ref.grading.sandbox.transcripts import ENTRY_BYTES, Transcripts, after, recall_on
 from percolator_ref.grading.judge.hub import Diverged
 from grading_helpers import load_catalogue, solution_answer, student_notebook
 
@@ -45,10 +46,26 @@ def test_the_switch_and_the_bytes_bound(monkeypatch):
     monkeypatch.setenv("PERCOLATOR_RECALL", "1")
     t = Transcripts()
     assert t.on
-    with mock.patch("percolator_ref.grading.sandbox.transcripts.MAX_BYTES", 100):
+    one = 50 + 16 + ENTRY_BYTES                      # an entry: its bytes and its objects
+    with mock.patch("percolator_ref.grading.sandbox.transcripts.MAX_BYTES", one + one // 2):
         t.record(b"a" * 16, b"x" * 50)
         t.record(b"b" * 16, b"x" * 50)               # past the bound: not kept
-    assert list(t.answers) == [b"a" * 16]
+    assert list(t.answers) == [b"a" * 16] and t.size == one
+
+
+def test_the_bytes_bound_counts_what_the_entries_hold():
+    """A client answering with the smallest frames makes the most entries: the memory the
+    record really holds (its keys, its answers, its dict) stays within what it counts."""
+    t = Transcripts(on=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(20000):                       # each key and answer a fresh object
+            t.record(after(b"", b"%d" % i), b'{"op":"ts"}' + b" " * (i % 2))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(t.answers) == 20000 and held <= t.size, (held, t.size)
 
 
 def test_what_a_client_says_of_an_object_holds_no_memory_address():

@@ -27,8 +27,8 @@ What this keeps exact:
   function of what it heard: recording stops for the rest of the notebook);
 - the entries live in the grader and are only ever written from a real process's
   frames; a student cannot write one for a history it has not been given. Their
-  bytes are bounded (:data:`MAX_BYTES`): past it, nothing new is recorded and
-  clients simply run.
+  bytes are bounded (:data:`MAX_BYTES`, each entry's objects counted: :data:`ENTRY_BYTES`):
+  past it, nothing new is recorded and clients simply run.
 
 The switch ``PERCOLATOR_RECALL=0`` turns it off: every client runs, as before. What
 it may change is how many processes run, never a verdict (the equivalence test
@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from ..judge.hub import Diverged
 
 MAX_BYTES = 64 << 20          # the recorded answers' bytes, per notebook
+ENTRY_BYTES = 256             # what an entry costs besides its answer's bytes: its key's and
+                              # answer's objects, its slot in the dict (tiny answers are many)
 
 
 def recall_on() -> bool:
@@ -75,9 +77,10 @@ class Transcripts:
 
     def record(self, key: bytes, body: bytes) -> None:
         """A real client with history ``key`` said ``body`` (kept while within the bytes)."""
-        if self.on and key not in self.answers and self.size + len(body) <= MAX_BYTES:
+        cost = len(body) + len(key) + ENTRY_BYTES
+        if self.on and key not in self.answers and self.size + cost <= MAX_BYTES:
             self.answers[key] = body
-            self.size += len(body) + len(key)
+            self.size += cost
 
     def check(self, key: bytes, body: bytes) -> None:
         """A materialized client, told history ``key`` again, said ``body``: it must be
