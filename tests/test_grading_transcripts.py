@@ -4,15 +4,20 @@ verdict may change, and a client that is not such a function is graded without r
 from __future__ import annotations
 
 import os
+import socket
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 from unittest import mock
 
 import pytest
 
+from percolator_ref.grading.channel import framed, routed
 from percolator_ref.grading.framework import plain, without_addresses
 from percolator_ref.grading.grade import grader
+from percolator_ref.grading.sandbox.launcher import ClientPipes
+from percolator_ref.grading.sandbox.processes import HANDOVER
 from percolator_ref.grading.sandbox.transcripts import ENTRY_BYTES, Transcripts, after, recall_on
 from percolator_ref.grading.judge.hub import Diverged
 from grading_helpers import load_catalogue, solution_answer, student_notebook
@@ -125,3 +130,33 @@ def test_a_notebook_runs_at_most_one_check_twice(tmp_path):
     assert on == off
     broke = [name for name, passed, _ in on if not passed]
     assert len(broke) == 1 and "one worker" in broke[0], on
+
+
+def test_frames_a_replayed_client_sent_ahead_reach_the_world():
+    """A client that sends two requests before it hears a reply (two threads, say) may have
+    both read while its history is told again: the second, the answer to its last message,
+    is already out of its pipe, and must still reach the world (else the world waits for
+    it until the check's time limit)."""
+    spawn, reply, ts, peek = (b'{"op":"spawn","role":"txn","args":[],"ttl":10.0}',
+                              b'{"op":"reply","value":5}', b'{"op":"ts"}', b'{"op":"peek"}')
+    channel, routed_up, (sock, router) = os.pipe(), os.pipe(), socket.socketpair(
+        socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    to_client, from_client = os.pipe(), os.pipe()
+    pipes = ClientPipes(channel[1], routed_up[0], sock.detach(), recall=True)
+    try:
+        assert pipes.transcripts.on
+        pipes.transcripts.record(after(b"", spawn), ts)       # an earlier client's answer
+        deadline = time.monotonic() + 5
+        pipes.write(routed(7, spawn), deadline)                # virtual: its answer recalled
+        assert pipes.receive(1) == {"op": "ts", "cid": 7}
+        os.write(from_client[1], framed(ts) + framed(peek))    # the process, once forked
+        socket.send_fds(router, [HANDOVER.pack(7)], [to_client[1], from_client[0]])
+        pipes.write(routed(7, reply), deadline)                # a history never recorded
+        assert pipes.transcripts.heard_again == 1 and 7 in pipes.clients
+        assert pipes.receive(1) == {"op": "peek", "cid": 7}
+        assert pipes.transcripts.answers[after(after(b"", spawn), reply)] == peek
+    finally:
+        pipes.close()
+        for fd in (*channel, *routed_up, to_client[0], from_client[1]):
+            os.close(fd)
+        router.close()

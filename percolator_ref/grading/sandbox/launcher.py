@@ -311,7 +311,8 @@ class ClientPipes:
     def materialize(self, cid: int, deadline: float) -> None:
         """Fork virtual client ``cid`` and tell it its whole history again: each answer but
         the last must be the recorded one (else :class:`~..judge.hub.Diverged`); the last
-        comes through :meth:`receive`, as any client's."""
+        comes through :meth:`receive`, as any client's (as do the frames it sent ahead,
+        read from its pipe with the answers)."""
         history = self.virtual.pop(cid)
         self.transcripts.processes += 1
         _write_quietly(self.channel, routed(cid, history[0]), deadline)
@@ -325,6 +326,7 @@ class ClientPipes:
             key = after(key, body)
             _write_quietly(writer, framed(body), deadline)
         self.awaiting[cid] = key
+        self.deliver(up)
 
     def answer_of(self, up: int, deadline: float) -> bytes:
         """The next frame's body from a client's pipe (a client that ends or breaks the
@@ -391,10 +393,13 @@ class ClientPipes:
         return self.pending.popleft()
 
     def read(self, fd: int) -> None:
-        """One read from the child's channel or a client's pipe: its whole messages, each
-        with the id of the client it is from (a client's: its pipe's; else the frame's)."""
+        """One read from the child's channel or a client's pipe, then :meth:`deliver`."""
+        self.deliver(fd, ended=not self.readers[fd].read_some())
+
+    def deliver(self, fd: int, ended: bool = False) -> None:
+        """The whole messages read from ``fd`` so far, each with the id of the client it is
+        from (a client's: its pipe's; else the frame's); ``ended``: the pipe has ended."""
         reader, cid = self.readers[fd], self.owner.get(fd)
-        ended = not reader.read_some()
         try:
             while (found := reader.take()) is not None:
                 msg = _parsed(found[1])
