@@ -31,8 +31,16 @@ What this keeps exact:
   past it, nothing new is recorded and clients simply run.
 
 The switch ``PERCOLATOR_RECALL=0`` turns it off: every client runs, as before. What
-it may change is how many processes run, never a verdict (the equivalence test
-grades catalogue answers both ways).
+it may change is how many processes run and how long a check takes, never the verdict
+on a client that is a function of what it heard (the equivalence test grades
+catalogue answers both ways). What it cannot keep exact, as the reduction of
+schedules cannot (:mod:`~..judge.schedules`): a check's time limit is the grader's
+clock, so a client slow enough to run past it only without recall (a fifth of a
+second per answer) passes with it; and a client that reads a count of the grader's
+work (its pid, its work folder's number, the clock) and says something else past some
+count is caught only if it changes an answer it is made to repeat (a replay repeats the
+answers before a history never recorded, never a client's last one), and with recall
+the grader does less work, so the count may never be reached.
 """
 from __future__ import annotations
 
