@@ -23,8 +23,10 @@ What this keeps exact:
   read the time, a random source, anything but the world) raises :class:`Diverged`:
   the check is run again from the start with nothing recalled (see
   :func:`~..judge.interactive.run_trusted`), so its verdict is the verdict without
-  recall; so does a client that sends a message nobody asked for (it is not a
-  function of what it heard: recording stops for the rest of the notebook);
+  recall, and no later child of the notebook recalls; a client that sends a message
+  nobody asked for (when it speaks depends on more than what it heard) stops recall
+  for the rest of the notebook, and the world reads that message as it would without
+  recall (what was recalled before it is what such a client said then);
 - the entries live in the grader and are only ever written from a real process's
   frames; a student cannot write one for a history it has not been given. Their
   bytes are bounded (:data:`MAX_BYTES`, each entry's objects counted: :data:`ENTRY_BYTES`):
