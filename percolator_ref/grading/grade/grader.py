@@ -187,14 +187,15 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
 
     A check that runs past its limit (or breaks the channel) costs only that
     check: the child is killed and a fresh one serves the remaining checks. One
-    check per child may run twice (a client that is not a function of what it heard
-    is run again without recall, :func:`~..judge.interactive.run_trusted`): the
-    child's time allows for it.
+    check per notebook may run twice (a client that is not a function of what it heard
+    is run again without recall, :func:`~..judge.interactive.run_trusted`; the children
+    after it start without recall, so no other check runs twice): each child's time,
+    and :func:`longest_notebook`, allow for it.
     """
-    results, todo = {}, list(spec.checks)
+    results, todo, recall = {}, list(spec.checks), True
     while todo:
         seconds = SETUP_SECONDS + sum(c.limit for c in todo) + max(c.limit for c in todo)
-        with InteractiveChild(job, spec, limits, seconds) as child:
+        with InteractiveChild(job, spec, limits, seconds, recall) as child:
             problem = child.wait_ready()
             if info is not None and child.sandbox:
                 info["sandbox"] = child.sandbox
@@ -204,6 +205,8 @@ def grade_interactive(job: dict, spec, params: dict, limits: Limits, info=None) 
             while todo and not child.hub.broken:
                 check = todo.pop(0)
                 results[check.name] = run_trusted(check, child.hub, params[check.name])
+            if child.pipes is not None:
+                recall = recall and not child.pipes.transcripts.stopped
             if info is not None and child.pipes is not None:
                 for k, v in child.pipes.transcripts.figures().items():
                     if k in COUNTED:

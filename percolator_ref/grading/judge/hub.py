@@ -33,7 +33,7 @@ class Violation(Exception):
 
 class Diverged(BaseException):
     """A client answered a history it was told again differently from the first time (or
-    spoke out of turn), so what the grader recalled for it (:mod:`~..sandbox.transcripts`)
+    ended instead), so what the grader recalled for it (:mod:`~..sandbox.transcripts`)
     may not stand for it. A BaseException: the world turns a client's errors into its
     violation, and this one is the grader's: the check runs again with nothing recalled
     (:func:`~.interactive.run_trusted`)."""

@@ -32,7 +32,7 @@ from .processes import ENDS, HANDOVER, SPAWN
 from .policy import ROOT
 from .child import BOOT
 from ..judge.hub import Diverged, Hub
-from .transcripts import Transcripts, after
+from .transcripts import Transcripts, after, recall_on
 
 MB = 1 << 20
 NOT_RUN = "not run: "
@@ -128,11 +128,12 @@ def _session_members(sid: int) -> list:
 class InteractiveChild:
     """A sandboxed child connected by two pipes to a :class:`~..judge.hub.Hub` in this process."""
 
-    def __init__(self, job: dict, spec, limits: Limits, seconds: float):
+    def __init__(self, job: dict, spec, limits: Limits, seconds: float, recall: bool = True):
         """``seconds``: how long the child may live once started (its checks' limits and
         :data:`SETUP_SECONDS`); past it, and :data:`GRACE_SECONDS` more, the watchdog
-        kills its session."""
-        self.seconds, self.watchdog = seconds, None
+        kills its session. ``recall``: False once an earlier child of the same notebook
+        found a client that is not a function of what it heard (:mod:`.transcripts`)."""
+        self.seconds, self.watchdog, self.recall = seconds, None, recall
         self.ending = threading.Lock()
         self.job, self.spec, self.limits = job, spec, limits
         self.proc, self.fds, self.privileges, self.sandbox = None, [], {}, ""
@@ -177,7 +178,7 @@ class InteractiveChild:
         for fd in (down_r, up_w, job["fd_socket"], result):
             os.close(fd)
             self.fds.remove(fd)
-        self.pipes = ClientPipes(down_w, up_r, self.fds.pop())    # it closes the socket
+        self.pipes = ClientPipes(down_w, up_r, self.fds.pop(), self.recall)   # it closes the socket
         self.hub = Hub(None, self.spec.roles, student_receive=self.pipes.receive,
                        student_write=self.pipes.write)
         self.hub.transcripts = self.pipes.transcripts
@@ -253,14 +254,14 @@ class ClientPipes:
     channel's rules, reads as ``{"cid", "op": "exited"}`` (its protocol violation).
     """
 
-    def __init__(self, down: int, up: int, fd_socket: int):
+    def __init__(self, down: int, up: int, fd_socket: int, recall: bool = True):
         self.channel = PipeWriter(down, deadline=True)
         self.readers = {up: FrameReader(up, routed=True)}     # fd -> reader
         self.up, self.socket = up, socket.socket(fileno=fd_socket)
         self.clients: dict = {}           # cid -> (PipeWriter to it, the fd it writes)
         self.owner: dict = {}             # a client's fd -> its cid
         self.pending: collections.deque = collections.deque()
-        self.transcripts = Transcripts()
+        self.transcripts = Transcripts(on=recall and recall_on())
         self.virtual: dict = {}           # cid -> the bodies a client with no process heard
         self.keys: dict = {}              # cid -> the key of the history it heard so far
         self.awaiting: dict = {}          # a real client's cid -> the history it answers next
@@ -310,7 +311,8 @@ class ClientPipes:
     def materialize(self, cid: int, deadline: float) -> None:
         """Fork virtual client ``cid`` and tell it its whole history again: each answer but
         the last must be the recorded one (else :class:`~..judge.hub.Diverged`); the last
-        comes through :meth:`receive`, as any client's."""
+        comes through :meth:`receive`, as any client's (as do the frames it sent ahead,
+        read from its pipe with the answers)."""
         history = self.virtual.pop(cid)
         self.transcripts.processes += 1
         _write_quietly(self.channel, routed(cid, history[0]), deadline)
@@ -324,6 +326,7 @@ class ClientPipes:
             key = after(key, body)
             _write_quietly(writer, framed(body), deadline)
         self.awaiting[cid] = key
+        self.deliver(up)
 
     def answer_of(self, up: int, deadline: float) -> bytes:
         """The next frame's body from a client's pipe (a client that ends or breaks the
@@ -390,10 +393,13 @@ class ClientPipes:
         return self.pending.popleft()
 
     def read(self, fd: int) -> None:
-        """One read from the child's channel or a client's pipe: its whole messages, each
-        with the id of the client it is from (a client's: its pipe's; else the frame's)."""
+        """One read from the child's channel or a client's pipe, then :meth:`deliver`."""
+        self.deliver(fd, ended=not self.readers[fd].read_some())
+
+    def deliver(self, fd: int, ended: bool = False) -> None:
+        """The whole messages read from ``fd`` so far, each with the id of the client it is
+        from (a client's: its pipe's; else the frame's); ``ended``: the pipe has ended."""
         reader, cid = self.readers[fd], self.owner.get(fd)
-        ended = not reader.read_some()
         try:
             while (found := reader.take()) is not None:
                 msg = _parsed(found[1])

@@ -23,16 +23,26 @@ What this keeps exact:
   read the time, a random source, anything but the world) raises :class:`Diverged`:
   the check is run again from the start with nothing recalled (see
   :func:`~..judge.interactive.run_trusted`), so its verdict is the verdict without
-  recall; so does a client that sends a message nobody asked for (it is not a
-  function of what it heard: recording stops for the rest of the notebook);
+  recall, and no later child of the notebook recalls; a client that sends a message
+  nobody asked for (when it speaks depends on more than what it heard) stops recall
+  for the rest of the notebook, and the world reads that message as it would without
+  recall (what was recalled before it is what such a client said then);
 - the entries live in the grader and are only ever written from a real process's
   frames; a student cannot write one for a history it has not been given. Their
-  bytes are bounded (:data:`MAX_BYTES`): past it, nothing new is recorded and
-  clients simply run.
+  bytes are bounded (:data:`MAX_BYTES`, each entry's objects counted: :data:`ENTRY_BYTES`):
+  past it, nothing new is recorded and clients simply run.
 
 The switch ``PERCOLATOR_RECALL=0`` turns it off: every client runs, as before. What
-it may change is how many processes run, never a verdict (the equivalence test
-grades catalogue answers both ways).
+it may change is how many processes run and how long a check takes, never the verdict
+on a client that is a function of what it heard (the equivalence test grades
+catalogue answers both ways). What it cannot keep exact, as the reduction of
+schedules cannot (:mod:`~..judge.schedules`): a check's time limit is the grader's
+clock, so a client slow enough to run past it only without recall (a fifth of a
+second per answer) passes with it; and a client that reads a count of the grader's
+work (its pid, its work folder's number, the clock) and says something else past some
+count is caught only if it changes an answer it is made to repeat (a replay repeats the
+answers before a history never recorded, never a client's last one), and with recall
+the grader does less work, so the count may never be reached.
 """
 from __future__ import annotations
 
@@ -43,6 +53,8 @@ from dataclasses import dataclass, field
 from ..judge.hub import Diverged
 
 MAX_BYTES = 64 << 20          # the recorded answers' bytes, per notebook
+ENTRY_BYTES = 256             # what an entry costs besides its answer's bytes: its key's and
+                              # answer's objects, its slot in the dict (tiny answers are many)
 
 
 def recall_on() -> bool:
@@ -75,9 +87,10 @@ class Transcripts:
 
     def record(self, key: bytes, body: bytes) -> None:
         """A real client with history ``key`` said ``body`` (kept while within the bytes)."""
-        if self.on and key not in self.answers and self.size + len(body) <= MAX_BYTES:
+        cost = len(body) + len(key) + ENTRY_BYTES
+        if self.on and key not in self.answers and self.size + cost <= MAX_BYTES:
             self.answers[key] = body
-            self.size += len(body) + len(key)
+            self.size += cost
 
     def check(self, key: bytes, body: bytes) -> None:
         """A materialized client, told history ``key`` again, said ``body``: it must be
