@@ -263,8 +263,10 @@ with session.row_transaction(cell.table, cell.row, Step.ROLL_BACK) as rt:
     if commit_ts is None:
         rt.erase(data_col(cell.column), lock.start_ts)
         return
+notify = session.is_observed(cell.table, cell.column)
 with session.row_transaction(cell.table, cell.row, Step.ROLL_FORWARD) as rt:
-    rt.write(write_col(cell.column), commit_ts, Write(lock.start_ts, lock.kind))
+    rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind), commit_ts,
+                                      notify))
 '''),
     "asks again whether the holder is alive before rolling its primary back": _answer(primary='''\
 primary = Cell(*lock.primary)
@@ -284,3 +286,23 @@ INTERLEAVING |= {
     "rolls forward by erasing the lock first, then writing the record",
     "asks again whether the holder is alive before rolling its primary back",
 }
+
+
+# A roll-forward that finishes the secondary's write record but not its notification (issue
+# 30's 4i/4ee): only the roll-forward check whose secondary is of another column than its
+# primary, one of the two observed (value classes enumerated), reads a secondary's notify.
+WRONG.update({
+    "rolls a secondary forward without its notification": _answer(secondary=SECONDARY.replace(
+        '''        notify = session.is_observed(cell.table, cell.column)
+        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                          commit_ts, notify))
+''', '''        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
+                                          commit_ts, False))   # the writer set its notify
+''')),
+    "the secondary's notification follows the primary's column": _answer(secondary=SECONDARY.replace(
+        "notify = session.is_observed(cell.table, cell.column)",
+        "notify = session.is_observed(primary.table, primary.column)   # as the commit did")),
+    "rolling forward always sets the notification": _answer(secondary=SECONDARY.replace(
+        "notify = session.is_observed(cell.table, cell.column)",
+        "notify = True                       # a roll-forward is a new write: notify it")),
+})
