@@ -479,9 +479,9 @@ def _race_back(trial, p):
 SECONDARY = (("Joe", "bal"),)
 
 
-@exercise.check("every interleaving of a reader (your cleanup) of a transfer's secondary whose "
-                "holder stalls past its TTL after every prewrite landed and comes back before its "
-                "commit", params=_family_p, limit=30.0)
+@exercise.check("every interleaving of a reader (your cleanup) of the secondary with a transfer "
+                "whose holder stalls past its TTL after every prewrite landed and comes back "
+                "before its commit", params=_family_p, limit=30.0)
 def _race_back_commit(trial, p):
     trial.explore(_family(p, "back-before-commit", SECONDARY),
                   lambda w, clients: _judge(w, clients, SECONDARY), ttl=FAMILY_TTL, crashes=0,
