@@ -114,8 +114,9 @@ if not lock.is_primary:
             if commit_ts is None:
                 rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
             else:
+                notify = session.is_observed(cell.table, cell.column)
                 rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
-                                                  commit_ts, False))
+                                                  commit_ts, notify))
 if commit_ts is None:              # now the primary
     with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
         if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
