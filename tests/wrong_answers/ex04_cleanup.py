@@ -290,20 +290,19 @@ INTERLEAVING |= {
 
 
 # A roll-forward that finishes the secondary's write record but not its notification (issue
-# 30's 4i/4ee): only the roll-forward check whose secondary is of another column than its
-# primary, one of the two observed (value classes enumerated), reads a secondary's notify.
+# 30): only the roll-forward check whose secondary is of another column than its primary, one
+# of the two observed (value classes enumerated), reads a secondary's notify.
+def _notify(expression: str) -> str:
+    """The answer whose roll-forward computes its ``notify`` as ``expression``."""
+    return _answer(secondary=SECONDARY.replace(
+        "notify = session.is_observed(cell.table, cell.column)", f"notify = {expression}"))
+
+
 WRONG.update({
-    "rolls a secondary forward without its notification": _answer(secondary=SECONDARY.replace(
-        '''        notify = session.is_observed(cell.table, cell.column)
-        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
-                                          commit_ts, notify))
-''', '''        rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
-                                          commit_ts, False))   # the writer set its notify
-''')),
-    "the secondary's notification follows the primary's column": _answer(secondary=SECONDARY.replace(
-        "notify = session.is_observed(cell.table, cell.column)",
-        "notify = session.is_observed(primary.table, primary.column)   # as the commit did")),
-    "rolling forward always sets the notification": _answer(secondary=SECONDARY.replace(
-        "notify = session.is_observed(cell.table, cell.column)",
-        "notify = True                       # a roll-forward is a new write: notify it")),
+    "rolls a secondary forward without its notification":
+        _notify("False                      # the writer set it before its commit point"),
+    "the secondary's notification follows the primary's column":
+        _notify("session.is_observed(primary.table, primary.column)   # as the commit did"),
+    "rolling forward always sets the notification":
+        _notify("True                       # a roll-forward is a new write: notify it"),
 })

@@ -228,24 +228,15 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
 
 
 # A holder judged dead that comes back (heartbeats) after every prewrite landed, its primary
-# lock still held, before its commit (issue 30's 9t): only the family whose holder stalls before
+# lock still held, before its commit (issue 30, class 4): only the family whose holder stalls before
 # its commit, its reader reading the secondary only (a reader that goes on to the primary meets
 # the lock again and rolls it back once the holder is dead again), shows these. In the other
 # families the holder comes back before its primary's lock is there.
-ALIVE_AGAIN = '''\
-with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
-    commit_ts = rows.find_commit_ts(rt, primary.column, start_ts)
-    if commit_ts is not None:
-        return commit_ts
-    if rows.held_lock(rt, primary.column, start_ts) is not None:
+ROLL_BACK_PRIMARY = "        rows.apply(rt, self.rollback_writes(primary.column, start_ts))\n"
+ALIVE_AGAIN = RESOLVE.replace(ROLL_BACK_PRIMARY, """\
         if self.session.is_alive(holder):
-{alive}
-        else:
-            rows.apply(rt, self.rollback_writes(primary.column, start_ts))
-    elif rt.read(write_col(primary.column), start_ts, start_ts) is None:
-        rows.apply(rt, [(write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])
-    return None
-'''
+{alive}        else:
+    """ + ROLL_BACK_PRIMARY)
 WRONG.update({
     "a holder alive again keeps its primary lock: nothing to resolve": _answer(
         resolve=ALIVE_AGAIN.format(alive='''\
