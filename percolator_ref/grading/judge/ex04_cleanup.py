@@ -252,6 +252,13 @@ def _notify_class(w) -> str:
                           m1=lambda rng: rng.randrange(1000, 2000)),
                 classes=(OWN, PRIMARY_ONLY))
 def _forward_notify(trial, p):
+    """W (primary Bob.bal, secondary Joe.mail: two columns, one of them observed) committed and
+    died with no notification of its secondary written. The kit's own Transaction writes an
+    observed secondary's notify before its commit point (README, *Notifications are written
+    before the commit point*); a writer that sets each cell's notification with its write
+    record leaves this state (§2.4 only says the notify column is written when a transaction
+    commits), and Cleanup.roll_forward finishes it: it sets the notify of the cell's own
+    column, as the student's roll-forward must."""
     for value_class in trial.each_class():
         w = trial.world()
         w.cluster.observe(TABLE, "mail" if value_class == OWN else "bal")(_observer)
