@@ -75,6 +75,36 @@ def test_wrong_answer_fails_a_check_in_the_sandbox_and_in_the_notebook(n, name, 
                                                   f"{name}\n{own}"
 
 
+CLOSED = {   # issue 30's classes closed by one check each: entries only that check catches
+    (4, "rolls a secondary forward without its notification"): "rolling a secondary forward sets",
+    (4, "the secondary's notification follows the primary's column"): "rolling a secondary forward",
+    (4, "rolling forward always sets the notification"): "rolling a secondary forward sets",
+    (5, "overwrites the mark in place and jumps a thousand ranges ahead on an empty file"):
+        "every crash point",
+    (5, "prefers the temporary file a crash left behind (it holds the newer mark)"):
+        "every crash point",
+    (9, "a holder alive again keeps its primary lock: nothing to resolve"):
+        "every interleaving of a reader (your cleanup) of the secondary with a transfer whose "
+        "holder stalls past its TTL after every prewrite landed",
+    (9, "a holder alive again is fenced by the rollback record alone, its lock left"):
+        "every interleaving of a reader (your cleanup) of the secondary with a transfer whose "
+        "holder stalls past its TTL after every prewrite landed",
+}
+
+
+@pytest.mark.parametrize("n,name", sorted(CLOSED), ids=[f"ex{n}-{name[:40]}" for n, name in
+                                                        sorted(CLOSED)])
+def test_an_entry_of_a_closed_class_fails_only_the_check_that_closes_it(n, name):
+    """A secondary's notify after a roll-forward (exercise 4), a torn write (exercise 5), a
+    holder alive again before its commit (exercise 9): each entry fails that check alone, so
+    the class is caught by its own coverage, not by an accident of another check."""
+    report = self_check(grading.exercise(n).exercise, answer_of(n, name))
+    failed = [r for r in report.results if not r.passed]
+    assert len(failed) == 1 and failed[0].name.startswith(CLOSED[n, name]), (name, failed)
+    if n == 5:          # the crash check's torn crash points, not its older ones
+        assert "half-way through writing" in failed[0].reason, failed[0].reason
+
+
 def answer_of(n: int, name: str):
     """The catalogue entry's answer object (what its cell defines under the spec's name)."""
     namespace = {}

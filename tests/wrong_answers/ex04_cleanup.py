@@ -114,8 +114,9 @@ if not lock.is_primary:
             if commit_ts is None:
                 rows.apply(rt, rows.rollback_writes(cell.column, lock.start_ts))
             else:
+                notify = session.is_observed(cell.table, cell.column)
                 rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind),
-                                                  commit_ts, False))
+                                                  commit_ts, notify))
 if commit_ts is None:              # now the primary
     with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
         if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
@@ -263,8 +264,10 @@ with session.row_transaction(cell.table, cell.row, Step.ROLL_BACK) as rt:
     if commit_ts is None:
         rt.erase(data_col(cell.column), lock.start_ts)
         return
+notify = session.is_observed(cell.table, cell.column)
 with session.row_transaction(cell.table, cell.row, Step.ROLL_FORWARD) as rt:
-    rt.write(write_col(cell.column), commit_ts, Write(lock.start_ts, lock.kind))
+    rows.apply(rt, rows.commit_writes(cell.column, Write(lock.start_ts, lock.kind), commit_ts,
+                                      notify))
 '''),
     "asks again whether the holder is alive before rolling its primary back": _answer(primary='''\
 primary = Cell(*lock.primary)
@@ -284,3 +287,22 @@ INTERLEAVING |= {
     "rolls forward by erasing the lock first, then writing the record",
     "asks again whether the holder is alive before rolling its primary back",
 }
+
+
+# A roll-forward that finishes the secondary's write record but not its notification (issue
+# 30): only the roll-forward check whose secondary is of another column than its primary, one
+# of the two observed (value classes enumerated), reads a secondary's notify.
+def _notify(expression: str) -> str:
+    """The answer whose roll-forward computes its ``notify`` as ``expression``."""
+    return _answer(secondary=SECONDARY.replace(
+        "notify = session.is_observed(cell.table, cell.column)", f"notify = {expression}"))
+
+
+WRONG.update({
+    "rolls a secondary forward without its notification":
+        _notify("False                      # the writer set it before its commit point"),
+    "the secondary's notification follows the primary's column":
+        _notify("session.is_observed(primary.table, primary.column)   # as the commit did"),
+    "rolling forward always sets the notification":
+        _notify("True                       # a roll-forward is a new write: notify it"),
+})

@@ -356,3 +356,36 @@ INTERLEAVING = {
     "moves the old state file aside as a backup before writing the new mark",
     "reads the mark, then removes the state file so a stale mark cannot linger",
 }
+
+
+# A crash half-way through a write (a torn write: the file holds the first half of the
+# characters written). Every other crash point leaves a file whole or empty: only the torn
+# crash points of the last check show these (issue 30). Each is another entry with its
+# reading of the state file changed.
+IN_PLACE = "overwrites the mark in place (a crash between emptying the file and writing it loses the mark)"
+REMOVES = "reads the mark, then removes the state file so a stale mark cannot linger"
+WRONG.update({
+    "overwrites the mark in place and jumps a thousand ranges ahead on an empty file":
+        WRONG[IN_PLACE].replace(
+            "            mark = int(text) if text else 0          # an empty file: no mark yet\n",
+            "            # an empty file: we crashed while writing the mark, so skip far ahead\n"
+            "            mark = int(text) if text else first_timestamp + 1000 * range_size\n"),
+    "prefers the temporary file a crash left behind (it holds the newer mark)":
+        WRONG[REMOVES].replace('''\
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+            os.remove(state_path)                # used up: the next range writes a fresh one
+''', '''\
+        for path in (state_path + ".tmp", state_path) if state_path is not None else ():
+            if os.path.exists(path):             # a leftover .tmp holds the newest mark
+                with open(path) as f:
+                    text = f.read().strip()
+                if text:
+                    mark = int(text)
+                    break
+'''),
+})
+assert all(WRONG[name] not in (WRONG[IN_PLACE], WRONG[REMOVES]) for name in list(WRONG)[-2:])
+INTERLEAVING |= {"overwrites the mark in place and jumps a thousand ranges ahead on an empty file",
+                 "prefers the temporary file a crash left behind (it holds the newer mark)"}

@@ -225,3 +225,29 @@ with self.session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMA
     return None
 '''),
 })
+
+
+# A holder judged dead that comes back (heartbeats) after every prewrite landed, its primary
+# lock still held, before its commit (issue 30, class 4): only the family whose holder stalls before
+# its commit, its reader reading the secondary only (a reader that goes on to the primary meets
+# the lock again and rolls it back once the holder is dead again), shows these. In the other
+# families the holder comes back before its primary's lock is there.
+ROLL_BACK_PRIMARY = "        rows.apply(rt, self.rollback_writes(primary.column, start_ts))\n"
+ALIVE_AGAIN = RESOLVE.replace(ROLL_BACK_PRIMARY, """\
+        if self.session.is_alive(holder):
+{alive}        else:
+    """ + ROLL_BACK_PRIMARY)
+WRONG.update({
+    "a holder alive again keeps its primary lock: nothing to resolve": _answer(
+        resolve=ALIVE_AGAIN.format(alive='''\
+            return None                # it heartbeated: the lock is its own again, leave it
+''')),
+    "a holder alive again is fenced by the rollback record alone, its lock left": _answer(
+        resolve=ALIVE_AGAIN.format(alive='''\
+            # alive again: don't pull its lock away under it; the record stops its commit
+            rows.apply(rt, [(write_col(primary.column), start_ts,
+                             Write(start_ts, WriteKind.ROLLBACK))])
+''')),
+})
+INTERLEAVING |= {"a holder alive again keeps its primary lock: nothing to resolve",
+                 "a holder alive again is fenced by the rollback record alone, its lock left"}

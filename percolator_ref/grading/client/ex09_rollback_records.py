@@ -116,6 +116,17 @@ class ComingBack(LatePrimary):
         come_back(self, primary)
 
 
+class BackBeforeCommit(LatePrimary):
+    """A holder whose prewrites have all landed (its primary's last) and that stalls longer than
+    the TTL before its commit (judged dead meanwhile), then comes back (its heartbeat a message
+    at the primary's row, as :class:`ComingBack`'s) and commits: a cleaner may find its primary
+    lock held by a holder alive again."""
+
+    def commit_prewritten(self, mutations) -> bool:
+        come_back(self, mutations[0].cell)
+        return super().commit_prewritten(mutations)
+
+
 def come_back(txn, primary: Cell) -> None:
     """``txn``'s client stalls longer than the TTL (judged dead meanwhile), then heartbeats:
     a message of its own at the primary's row, which the explorer places; alive again."""
@@ -125,7 +136,8 @@ def come_back(txn, primary: Cell) -> None:
     txn.session.lockservice.heartbeat(txn.client)
 
 
-WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary, "coming-back": ComingBack}
+WRITERS = {"late-primary": LatePrimary, "twice-primary": TwicePrimary, "coming-back": ComingBack,
+           "back-before-commit": BackBeforeCommit}
 
 
 @exercise.role("tikv_writer")

@@ -17,12 +17,14 @@ class Disk:
     """The world's disk: ``{name: text}`` in the flat directory :data:`DISK_ROOT`.
 
     ``apply(fn, path, to, data, mode)`` -> the reply (an ``{"errno"}`` dict on an
-    error). ``mutations`` counts the calls that change it (each a crash point).
+    error). ``mutations`` counts the calls that change it (each a crash point);
+    ``kinds`` names them in order (``"put"``: a write, also a torn crash point).
     """
 
     def __init__(self):
         self.files: dict = {}
         self.mutations = 0
+        self.kinds: list = []
         self.strays: list = []
 
     def name(self, path: str) -> Optional[str]:
@@ -42,6 +44,7 @@ class Disk:
             return {"errno": errno.EACCES}
         if fn in DISK_MUTATIONS:
             self.mutations += 1
+            self.kinds.append(fn)
         return getattr(self, "_" + fn)(name, to, data, mode)
 
     def _stat(self, name, to, data, mode):
@@ -65,6 +68,13 @@ class Disk:
         if mode in ("w", "x") or name not in self.files:
             self.files[name] = ""
         return self.files[name]
+
+    def torn(self, path: str, data) -> None:
+        """A crash in the middle of a write of ``data`` to ``path``: the file holds the first
+        half of its characters (rounded down), the rest never reached the disk (a write into a
+        file ``open(path, "w")`` emptied, or a new one, leaves a prefix of what it wrote)."""
+        if isinstance(data, str) and self.name(path):
+            self.apply("put", path, data=data[:len(data) // 2])
 
     def _put(self, name, to, data, mode):
         if name == "" or not isinstance(data, str) or len(data) > DISK_MAX_FILE:

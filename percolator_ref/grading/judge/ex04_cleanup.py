@@ -21,7 +21,7 @@ import math
 
 from percolator_ref import Transaction, cleanup
 from percolator_ref.interceptors import attach
-from percolator_ref.model import Cell
+from percolator_ref.model import Cell, notify_col
 from percolator_ref.step import Step
 
 from ..client.ex04_cleanup import exercise
@@ -53,9 +53,9 @@ def _read(w, p, row: str) -> dict:
     return {"get": got, "cells": w.cells()}
 
 
-def _read_at(w, start: int, row: str) -> dict:
+def _read_at(w, start: int, row: str, column: str = "bal") -> dict:
     w.reach(start)
-    reader = w.client("reader", [[row, "bal"]])
+    reader = w.client("reader", [[row, column]])
     result = reader.answer
     if isinstance(result, dict) and isinstance(result.get("value"), list) \
             and len(result["value"]) == 1:
@@ -228,6 +228,75 @@ def _forward_delete(trial, p):
 
 def _forward_delete_ok(obs, p):
     _rolled_forward(obs, p, "delete", None)
+
+
+# -- 3b. rolling forward leaves the secondary as its commit would: its notification ---------
+
+OWN, PRIMARY_ONLY = ("the secondary's column observed, the primary's not",
+                     "the primary's column observed, the secondary's not")
+
+
+def _observer(txn, row, column) -> None:
+    """An observer of the world (its runs are not part of the check: only whether a commit of
+    its column sets ``notify``)."""
+
+
+def _notify_class(w) -> str:
+    """Which of W's two columns the world's observers watch."""
+    watched = tuple(w.cluster.observers.watches(TABLE, column) for column in ("bal", "mail"))
+    return {(False, True): OWN, (True, False): PRIMARY_ONLY}.get(watched, "other")
+
+
+@exercise.check("rolling a secondary forward sets its notify when its own column is observed",
+                params=_p("s0", "c0", "s_w", "c_w", "s_r", m0=lambda rng: rng.randrange(1000),
+                          m1=lambda rng: rng.randrange(1000, 2000)),
+                classes=(OWN, PRIMARY_ONLY))
+def _forward_notify(trial, p):
+    """W (primary Bob.bal, secondary Joe.mail: two columns, one of them observed) committed and
+    died with no notification of its secondary written. The kit's own Transaction writes an
+    observed secondary's notify before its commit point (README, *Notifications are written
+    before the commit point*); a writer that sets each cell's notification with its write
+    record leaves this state (§2.4 only says the notify column is written when a transaction
+    commits), and Cleanup.roll_forward finishes it: it sets the notify of the cell's own
+    column, as the student's roll-forward must."""
+    for value_class in trial.each_class():
+        w = trial.world()
+        w.cluster.observe(TABLE, "mail" if value_class == OWN else "bal")(_observer)
+        transfer = {("Bob", "bal"): p["b1"], ("Joe", "mail"): p["m1"]}   # two columns
+        w.committed({("Bob", "bal"): p["b0"], ("Joe", "mail"): p["m0"]}, p["s0"], p["c0"])
+        w.locked(transfer, p["s_w"], "W")
+        w.commit_point(transfer, p["s_w"], p["c_w"])
+        if value_class == PRIMARY_ONLY:          # the primary's notification travels with its
+            with w.row("Bob") as rt:             # write record (Transaction.commit_primary)
+                rt.write(notify_col("bal"), p["c_w"], True)
+        w.crash("W")                             # dead before any secondary's notification
+        trial.covered(value_class, _notify_class(w))
+        got = _read_at(w, p["s_r"], "Joe", "mail")
+        _forward_notify_ok({"get": got, "cells": w.cells()}, p, value_class)
+
+
+def _forward_notify_ok(obs, p, value_class=OWN):
+    cells = obs["cells"]
+    rule = (f"W committed at {p['c_w']} (Bob.bal's write record) and died before setting any "
+            f"notification of its secondary Joe.mail; rolling Joe.mail forward finishes its "
+            f"commit")
+    record, lock = (value_at(cells, "Joe", f"mail:{kind}", ts)
+                    for kind, ts in (("write", p["c_w"]), ("lock", p["s_w"])))
+    require(is_write(record, p["s_w"]) and lock is None,
+            f"{rule}: a write record at {p['c_w']} (yours: {show(record)}), the lock at "
+            f"{p['s_w']} erased (yours: {show(lock)})")
+    notes = {f"{row}.{physical.split(':')[0]} at {ts}"
+             for row in ("Bob", "Joe") for physical in ("bal:notify", "mail:notify")
+             for ts, _ in versions_in(cells, row, physical)}
+    want = {f"{'Joe.mail' if value_class == OWN else 'Bob.bal'} at {p['c_w']}"}
+    observed = "Joe.mail's column" if value_class == OWN else "the primary's (bal)"
+    require(notes == want,
+            f"only {observed} is observed; W committed at {p['c_w']} and died before any "
+            f"notification of Joe.mail: rolling it forward sets notify when its own column is "
+            f"observed (session.is_observed(cell.table, cell.column)); notify is then on "
+            f"{', '.join(sorted(want))}; yours on {', '.join(sorted(notes)) or 'none'}")
+    require(returned(obs.get("get"), p["m1"]), f"{rule}; the reader then reads {p['m1']}; it "
+                                               f"{said(obs.get('get'))}")
 
 
 # -- 4. the primary decides; liveness --------------------------------------------------------

@@ -17,9 +17,10 @@ on it (open, write, replace, ...) is a message the world applies and records
 (the oracle's answer to a call), which mark is on its disk; a crash is a
 client the world stops answering at one of its disk calls; a restart is a new
 oracle object (a fresh client) on the same disk. The last check crashes the
-oracle at every disk call of a run with restarts, and restarts it there.
-``first_timestamp`` and ``range_size`` come from the per-run secret; which
-crash points run does not.
+oracle at every disk call of a run with restarts, and in the middle of every
+write (the file then holds the first half of the characters written: a torn
+write), and restarts it there. ``first_timestamp`` and ``range_size`` come from
+the per-run secret; which crash points run does not.
 """
 from __future__ import annotations
 
@@ -45,21 +46,28 @@ def _sizes(rng) -> dict:
 # -- the world (the grader's own record) ------------------------------------------------------
 
 class OracleWorld(TrustedWorld):
-    """A world whose disk holds the oracle's state; ``crash_at``: the disk call that kills."""
+    """A world whose disk holds the oracle's state; ``crash_at``: the disk call that kills
+    (before it applies; ``torn``: half-way through it, a write of which the first half lands)."""
 
-    def __init__(self, trial, crash_at=None):
+    def __init__(self, trial, crash_at=None, torn: bool = False):
         super().__init__(trial.hub, trial.p["t0"], trial.deadline)
         trial.worlds.append(self)
-        self.disk, self.crash_at = Disk(), crash_at
+        self.disk, self.crash_at, self.torn = Disk(), crash_at, torn
+        self.torn_write = None                  # (file, what the torn write was writing)
         self.served: list = []                  # [(ts, mark on the disk when it was served)]
         self.rounds = 0
 
     def disk_call(self, c, msg):
+        before = dict(self.disk.files)
         if msg["fn"] in DISK_MUTATIONS and self.disk.mutations + 1 == self.crash_at:
             self.crash_at = None                    # one crash per run
+            if self.torn:
+                self.disk.torn(msg["path"], msg["data"])
+                self.torn_write = (self.disk.name(msg["path"]), msg["data"])
+                self.note(c, "disk", self.disk_events(c, before),
+                          value=f"torn put {msg['path'][:200]}")
             self.crash_client(c)
             return None
-        before = dict(self.disk.files)
         reply = self.disk.apply(msg["fn"], msg["path"], msg["to"], msg["data"], msg["mode"])
         if msg["fn"] in DISK_MUTATIONS:
             self.note(c, "disk", self.disk_events(c, before),
@@ -278,21 +286,27 @@ def _script(w, p) -> None:
             _value(out)
 
 
-def _after_crash(w, p, k: int) -> None:
-    """The oracle crashed at disk call ``k``: a restarted oracle must serve above all served."""
+def _after_crash(w, p, k: int, torn: bool = False) -> None:
+    """The oracle crashed at disk call ``k`` (``torn``: half-way through that write): a restarted
+    oracle must serve above all served."""
     served = [ts for ts, _ in w.served]
     text = w.disk.files.get(NAME)
+    where = f"at its disk call {k}"
+    if torn and w.torn_write:
+        name, data = w.torn_write
+        where = (f"half-way through writing {str(data)[:24]!r} to {str(name)[:40]} (disk call {k}"
+                 f"; {str(w.disk.files.get(name))[:24]!r} landed)")
     c = w.start(p, label="restarted")
     require(not c.crashed and c.answer is not None and "raised" not in c.answer,
-            f"the oracle crashed at its disk call {k} (the state file then held {text!r}); the "
-            f"restarted Oracle(...) {said(c.answer)}")
+            f"the oracle crashed {where}; the state file then held {text!r}; the restarted "
+            f"Oracle(...) {said(c.answer)}")
     after = _value(w.timestamp(c))
     top = max(served, default=None)
     require(top is None or after > top,
-            f"the oracle crashed at its disk call {k}, after serving up to {top}; the state file "
-            f"then held {text!r}, and the restarted oracle served {after}: the same timestamp "
-            f"twice. Every state a crash can leave on the disk must still hold a mark above "
-            f"everything served (write the new mark to a temporary file, then os.replace it)")
+            f"the oracle crashed {where}, after serving up to {top}; the state file then held "
+            f"{text!r}, and the restarted oracle served {after}: the same timestamp twice. "
+            f"Every state a crash leaves, a half-written file too, must hold a mark above "
+            f"everything served (write a temporary file, then os.replace it)")
 
 
 @exercise.check("every crash point of a run with restarts: the restarted oracle never serves a "
@@ -303,12 +317,13 @@ def _after_crash(w, p, k: int) -> None:
 def _crashes(trial, p):
     w = OracleWorld(trial)
     _as_counterexample(w, 0, lambda: _uncrashed(w, p))
-    calls = w.disk.mutations
+    kinds = list(w.disk.kinds)
     trial.runs += 1
-    for k in range(1, calls + 1):
-        trial.runs += 1
-        w = OracleWorld(trial, crash_at=k)
-        _as_counterexample(w, k, lambda: (_script(w, p), _after_crash(w, p, k)))
+    for k, kind in enumerate(kinds, 1):           # before each disk call; half-way through a write
+        for torn in (False, True) if kind == "put" else (False,):
+            trial.runs += 1
+            w = OracleWorld(trial, crash_at=k, torn=torn)
+            _as_counterexample(w, k, lambda: (_script(w, p), _after_crash(w, p, k, torn)), torn)
 
 
 def _uncrashed(w, p) -> None:
@@ -320,12 +335,13 @@ def _uncrashed(w, p) -> None:
     _persisted_first(w)
 
 
-def _as_counterexample(w, k: int, run) -> None:
+def _as_counterexample(w, k: int, run, torn: bool = False) -> None:
     """Run one crash point (0: none); a failure is reported with the run's steps."""
     try:
         run()
     except Counterexample:
         raise
     except Fail as exc:                 # crash points run in order: the first failing is shortest
-        where = ("crash", f"disk call {k}") if k else ("go", "no crash")
+        where = (("crash", f"disk call {k}" + (", torn" if torn else "")) if k
+                 else ("go", "no crash"))
         raise Counterexample(str(exc), w.log, (where,), k + 1) from None

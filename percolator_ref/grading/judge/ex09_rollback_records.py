@@ -378,23 +378,25 @@ def _family_p(rng):
     return dict(timeline(rng), **amounts(rng, "b0", "j0", "b1", "j1"))
 
 
-def _family(p, how: str):
+def _family(p, how: str, cells=CELLS):
+    """W transfers (Bob.bal primary, Joe.bal secondary) prewriting as ``how`` says; R (your
+    cleanup) reads ``cells``."""
     def family(w):
         w.committed({("Bob", "bal"): p["b0"], ("Joe", "bal"): p["j0"]}, w.oracle.peek(),
                     w.oracle.peek() + 1)
         writer = Participant("W", "tikv_writer", ([["Bob", "bal", p["b1"]], ["Joe", "bal", p["j1"]]],
                                                   how), host="trusted", crashable=True)
-        return [writer, Participant("R", "reader", (CELLS,))]
+        return [writer, Participant("R", "reader", (cells,))]
     return family
 
 
-def _judge(w, clients) -> None:
+def _judge(w, clients, cells=CELLS) -> None:
     result = clients["R"].answer
     values = result.get("value") if isinstance(result, dict) else None
-    require(isinstance(values, list) and len(values) == len(CELLS),
+    require(isinstance(values, list) and len(values) == len(cells),
             f"reader R (your cleanup plugged into Get) {said(result)}")
     writer = clients["W"]
-    records = history_with(w, {clients["R"]: list(zip([Cell(TABLE, *c) for c in CELLS], values))})
+    records = history_with(w, {clients["R"]: list(zip([Cell(TABLE, *c) for c in cells], values))})
     settled_invariants(w, records)
     writer_answered(w, writer)
     judge_history(records)
@@ -472,3 +474,15 @@ def _race_back(trial, p):
     trial.explore(_family(p, "coming-back"), _judge, ttl=FAMILY_TTL, crashes=0,
                   preemptions=3,
                   world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
+
+
+SECONDARY = (("Joe", "bal"),)
+
+
+@exercise.check("every interleaving of a reader (your cleanup) of the secondary with a transfer "
+                "whose holder stalls past its TTL after every prewrite landed and comes back "
+                "before its commit", params=_family_p, limit=30.0)
+def _race_back_commit(trial, p):
+    trial.explore(_family(p, "back-before-commit", SECONDARY),
+                  lambda w, clients: _judge(w, clients, SECONDARY), ttl=FAMILY_TTL, crashes=0,
+                  preemptions=3, world=lambda: RecordsWorld(trial, FAMILY_TTL, register=False))
