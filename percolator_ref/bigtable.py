@@ -116,7 +116,7 @@ class RowTransaction:
         """All versions of ``column``, newest first, as ``[(ts, value), ...]``."""
         self.columns_read.append(column)
         versions = self.loaded_row().get(column)
-        return newest_first(versions) if versions else []
+        return list(versions.items())[::-1] if versions else []
 
     def columns(self) -> list:
         """The physical columns present in this row, sorted."""
@@ -216,15 +216,10 @@ class Bigtable(RawCellOperations):
     def _apply(self, table: str, row: str, mutations) -> list:
         if not mutations:
             return []
-        rows = self._tables.get(table)
-        if rows is None:
-            rows = self._tables[table] = SortedDict()
-        cells = rows.setdefault(row, {})
+        cells = self._tables.setdefault(table, SortedDict()).setdefault(row, {})
         changes = []
         for column, ts, value in mutations:
-            versions = cells.get(column)
-            if versions is None:
-                versions = cells[column] = SortedDict()
+            versions = cells.get(column) or cells.setdefault(column, SortedDict())
             old = versions.get(ts)
             if value is None:
                 if old is None:
@@ -249,7 +244,7 @@ class Bigtable(RawCellOperations):
         """``[(ts, value), ...]`` newest first; [] if the cell is empty."""
         with self._lock:
             versions = self._tables.get(table, {}).get(row, {}).get(bigtable_column)
-            return newest_first(versions) if versions else []
+            return list(versions.items())[::-1] if versions else []
 
     def tables(self) -> list:
         with self._lock:
@@ -272,7 +267,7 @@ class Bigtable(RawCellOperations):
         """A deep copy ``{table: {row: {column: [(ts, value), ...]}}}``, newest first."""
         with self._lock:
             names = [table] if table is not None else list(self._tables)
-            return {t: {r: {c: newest_first(v) for c, v in cols.items()}
+            return {t: {r: {c: list(v.items())[::-1] for c, v in cols.items()}
                         for r, cols in self._tables.get(t, {}).items()}
                     for t in names if self._tables.get(t)}
 
@@ -280,10 +275,3 @@ class Bigtable(RawCellOperations):
         """Pending ``(table, row, column)`` notifications from ``start`` on (a copy)."""
         with self._lock:
             return iter(list(self.notify_index.irange(minimum=start)))
-
-
-def newest_first(versions) -> list:
-    """A column's versions ``[(ts, value), ...]``, newest first (``versions``: a SortedDict;
-    its items listed in order, then turned around: a view's ``reversed`` would look each
-    one up by index)."""
-    return list(versions.items())[::-1]
