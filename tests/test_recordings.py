@@ -64,6 +64,7 @@ FAILOVER = ["failover_run.json"]
 # recomputing these recordings' cheapest point costs more than a few seconds of CPU:
 # a size below reference_machines=100 is 100 pooled runs (about 5 s; TrueTime's 12 s)
 SLOW = {"scale_default.json", "scale_no_batching.json", "scale_truetime.json"}
+LONG = {"scale_no_batching.json", "scale_truetime.json"}
 DEFAULT_SETTINGS = asdict(ScaleSettings())
 
 
@@ -192,9 +193,12 @@ def check_consistent(path: Path) -> None:
             assert not diff, f"{path.name}: mean of the seeds at {p['machines']}: {diff}"
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.long) if n in LONG else
+                                  pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n
                                   for n in SCALE])
 def test_scale_recording_is_what_its_command_produces(name):
+    """(The two costliest, a minute or two each, run in ``make test-long``; every recording's
+    own consistency is checked in ``make test``, by the test below.)"""
     check_recomputed(DATA / name)
 
 
