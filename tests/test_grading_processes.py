@@ -68,3 +68,52 @@ def test_a_client_shares_no_open_file_with_another(tmp_path):
     file, so an open file two client processes inherit is a register both can set and read
     (as its offset is, ``wrong_answers/shared_memory.py``): every check still passes."""
     assert_refusing_oracle_passes(tmp_path, STATUS_FLAG_PROBE, "_FLAGGED")
+
+
+def grade_keeping_output(tmp_path, monkeypatch, n: int, answer: str):
+    """``(grade, what the child's processes printed)``: the output is read as the child
+    is ended (the clients' lines, written as each started, were copied long before)."""
+    from percolator_ref.grading.sandbox import launcher
+    printed, exit_ = [], launcher.InteractiveChild.__exit__
+
+    def keeping(self, *exc):
+        try:
+            printed.append((self.io / "output").read_text(errors="replace"))
+        except OSError:
+            pass
+        return exit_(self, *exc)
+    monkeypatch.setattr(launcher.InteractiveChild, "__exit__", keeping)
+    g = grade(student_notebook(tmp_path / "probe.ipynb", n, answer), limits=Limits())
+    return g, "".join(printed)
+
+
+def lines_after(tag: str, text: str) -> list:
+    return [line[len(tag) + 1:] for line in text.splitlines() if line.startswith(tag + " ")]
+
+
+@pytest.mark.timeout(900)
+def test_a_client_cannot_tell_its_incarnation(tmp_path, monkeypatch):
+    """Every client process of exercise 5's solution prints, as its answer cells start (it
+    has heard nothing yet), what it can see of itself: its folder, pid, parent's pid,
+    thread id, folder's inode, its parent folder's links, a new file's inode number,
+    /proc/self, the router's count of the clients it started. All the same in each."""
+    from wrong_answers.shared_memory import INCARNATION_PROBE
+    g, text = grade_keeping_output(tmp_path, monkeypatch, 5, INCARNATION_PROBE + solution_answer(5))
+    assert g.problems == [] and g.n_passed == g.total, g.summary()
+    seen = lines_after("OBSERVED", text)
+    assert len(seen) >= 10, text[-2000:]
+    assert len(set(seen)) == 1, sorted(set(seen))[:4]
+
+
+@pytest.mark.timeout(900)
+def test_the_disk_is_no_register_between_clients(tmp_path, monkeypatch):
+    """Every client process of exercise 5's solution measures the room on its disk (a
+    megabyte at a time, then a file at a time, until "No space left") as its answer cells
+    start, then leaves a megabyte and 20 files behind: each must find the same room, so
+    none can learn what another wrote (free space was one register, free inodes another)."""
+    from wrong_answers.shared_memory import DISK_PROBE
+    g, text = grade_keeping_output(tmp_path, monkeypatch, 5, DISK_PROBE + solution_answer(5))
+    room = lines_after("ROOM", text)
+    assert len(room) >= 10, text[-2000:]
+    assert len(set(room)) == 1, sorted(set(room))[:4]
+    assert g.problems == [] and g.n_passed == g.total, g.summary()

@@ -131,3 +131,78 @@ def _sees_another_process():
 """Run by a client: the channels to another process of the sandbox it finds open. Any one
 of them lets two clients (or two incarnations of one) pass state the world never sees.
 (Exercise 5's files, /dev/shm's too, are the world's virtual disk: not a channel.)"""
+
+INCARNATION_PROBE = '''
+import gc, json, os, threading
+
+
+def _observe():
+    """What this client process can tell of its incarnation before it has heard anything."""
+    seen = {"folder": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
+            "thread": threading.get_native_id(), "folder inode": os.stat(".").st_ino,
+            "parent links": os.stat("..").st_nlink,
+            "router": [(o.forked, len(o.template.drain.fds)) for o in gc.get_objects()
+                       if type(o).__name__ == "Router"]}
+    with open("new-file", "w") as f:           # a new inode's number counts the disk's files
+        seen["new file inode"] = os.fstat(f.fileno()).st_ino
+    try:
+        seen["/proc/self"] = os.readlink("/proc/self")
+    except OSError as exc:
+        seen["/proc/self"] = type(exc).__name__
+    return seen
+
+
+print("OBSERVED " + json.dumps(_observe(), sort_keys=True), flush=True)
+'''
+"""Run by every client process as its answer cells start, having heard nothing: what it
+prints must be the same in each, or a client could tell (and act on) its incarnation."""
+
+DISK_PROBE = '''
+import errno, json, os
+
+
+def _room(most: int, make):
+    """How many of ``make(i)`` this process can add to its folder (then removed): a disk
+    another process writes to is a register it sets and this reads."""
+    made = []
+    try:
+        while len(made) < most:
+            made.append(make(len(made)))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EFBIG):
+            raise
+    for name in made:
+        os.remove(name)
+    return len(made)
+
+
+def _megabyte(i):
+    name = f"fill-{i}"
+    with open(name, "wb") as f:
+        try:
+            f.write(bytes(1 << 20))
+        except OSError:
+            f.close()
+            os.remove(name)
+            raise
+    return name
+
+
+def _file(i):
+    open(f"empty-{i}", "w").close()
+    return f"empty-{i}"
+
+
+room = {"megabytes": _room(96, _megabyte), "files": _room(6000, _file)}
+try:                                            # what this process leaves for the next
+    with open("ballast", "wb") as f:
+        f.write(bytes(1 << 20))
+    for i in range(20):
+        open(f"kept-{i}", "w").close()
+except OSError:                                 # the disk is full
+    pass
+print("ROOM " + json.dumps(room, sort_keys=True), flush=True)
+'''
+"""Run by every client process as its answer cells start: the room it finds on its disk
+(megabytes, then files) before it leaves a megabyte and 20 files behind. The same in each,
+or the disk is a register between incarnations."""

@@ -366,8 +366,8 @@ def _become_init(libc, layers: list) -> None:
     os.close(status_r)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or not _alive(parent):
         os._exit(70)                      # the parent died before the death signal was set
-    if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-                  None) != 0:
+    if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,  # writable: the
+                  None) != 0:        # template maps its user namespace; no client sees it (.space)
         layers.append(f"PID namespace (old /proc: {_errno()})")
     else:
         layers.append("PID namespace")

@@ -4,25 +4,29 @@ The sandbox child (:mod:`.child`) becomes a *template* once the context cells
 have run and the reference is hidden: it compiles the answer cells but runs no
 student code itself, and it is not guarded (the guard refuses ``os.fork``).
 Its :class:`Router` then forks, for each ``spawn`` of the trusted world, a
-client process that closes every descriptor but its own pair of pipes,
-installs a seccomp filter (:func:`sibling_filter`), moves into its own work
-subfolder, installs the guard (writes only in that subfolder, no reading of its
-siblings), runs the answer cells and serves that one client
+client process that mounts its own disk on the one client folder and covers
+``/proc`` (:mod:`.space`), enforces the Landlock ruleset, closes every
+descriptor but its own pair of pipes, installs a seccomp filter
+(:func:`sibling_filter`), moves into its folder, installs the guard (writes only
+in that folder), runs the answer cells and serves that one client
 (:class:`~..client.host.ClientHost`). The router hands the client's pipes to the
 grader, which talks to it directly and knows who speaks by the pipe it reads
 (:class:`~.launcher.ClientPipes`), so a client speaks only for itself; a crash
 (``gone``) or the end of a family (``bye``) kills the process, and a restart is
-a fresh fork. Clients share no memory and no files, and the filter keeps each
-from reading or changing another process's state (its niceness, affinity,
-process group; signals, file locks, the shared disk's free space): they reach
-each other only through the world.
+a fresh fork. Clients share no memory, no files and no disk, and the filter keeps
+each from reading or changing another process's state (its niceness, affinity,
+process group; signals, file locks, SysV IPC, keyrings, namespaces, mounts): they
+reach each other only through the world. Nor can a client tell which incarnation
+it is: every client process starts from the same state (the router forgets, in
+the fork, what it holds of other clients and how many it started), in the same
+folder on a disk as empty as every other's, and its pid, its parent's and its
+threads' are not its to read (the filter fails ``getpid``, ``getppid`` and
+``gettid``; ``/proc`` is covered).
 """
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import gc
-import itertools
 import json
 import os
 import select
@@ -38,79 +42,12 @@ from typing import Callable, Optional
 from ..channel import FrameReader, PipeWriter, ProtocolError, framed, routed
 from ..client.host import ClientHost
 from ..framework import describe_exception
+from .landlock import Ruleset
+from .seccomp import Seal
+from .space import ClientSpace, shared_folder
 
 PROBE = 0                # the first fork: runs the answer cells once, says whether they fail
 LOCAL = 1                # a client's id in its own process (the world's id is the router's)
-
-
-# -- a client sees no other process: seccomp, in each client process -----------------------
-
-SYS_ARGS = {      # x86_64 syscalls that read or change another process's (or a group's) state:
-    "getpriority": (140, (0, 1)), "setpriority": (141, (0, 1)),   # (number, the arguments that
-    "sched_setparam": (142, (0,)), "sched_getparam": (143, (0,)),  # must be 0: this process)
-    "sched_setscheduler": (144, (0,)), "sched_getscheduler": (145, (0,)),
-    "sched_rr_get_interval": (148, (0,)), "sched_setaffinity": (203, (0,)),
-    "sched_getaffinity": (204, (0,)), "sched_setattr": (314, (0,)), "sched_getattr": (315, (0,)),
-    "getpgid": (121, (0,)), "getsid": (124, (0,)), "prlimit64": (302, (0,)),
-}
-"""Allowed on the client itself (those arguments 0: PRIO_PROCESS and pid 0), refused on any
-other process, its process group or its user: a niceness, an affinity, a process group read
-or set there is a message no world sees."""
-SYS_DENIED = {"kill": 62, "tkill": 200, "setpgid": 109, "ptrace": 101, "rt_sigqueueinfo": 129,
-              "ioprio_set": 251, "ioprio_get": 252, "rt_tgsigqueueinfo": 297,
-              "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-              "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
-              "flock": 73, "statfs": 137, "fstatfs": 138}
-"""Refused to a client outright (the guard refuses ``os.kill``; these are the kernel's word):
-signals, tracing, another process's memory, and what two clients could share without the
-world: a lock on a file both may read, the free space of the disk they share."""
-FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)   # F_GETLK, F_SETLK, F_SETLKW and their OFD versions
-SYS_FCNTL = 72
-AUDIT_ARCH_X86_64, X32_BIT = 0xC000003E, 0x40000000
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1
-
-
-def sibling_filter() -> bytes:
-    """The seccomp program (classic BPF) each client installs: on x86_64, the syscalls of
-    :data:`SYS_DENIED`, those of :data:`SYS_ARGS` naming another process, ``fcntl``'s
-    record locks (:data:`FCNTL_LOCKS`) and every x32 syscall fail with EPERM; on another
-    architecture nothing is filtered."""
-    LD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06           # BPF_LD|W|ABS, JMP|JEQ|K, JGE, RET|K
-    prog = [(LD, 0, 0, 4), (JEQ, 0, "allow", AUDIT_ARCH_X86_64),
-            (LD, 0, 0, 0), (JGE, "refuse", 0, X32_BIT)]
-    prog += [(JEQ, "refuse", 0, nr) for nr in sorted(SYS_DENIED.values())]
-    prog += [(LD, 0, 0, 0), (JEQ, 0, 1 + len(FCNTL_LOCKS), SYS_FCNTL),  # fcntl: its command
-             (LD, 0, 0, 24)] + [(JEQ, "refuse", 0, cmd) for cmd in FCNTL_LOCKS]
-    for nr, args in sorted(SYS_ARGS.values()):
-        prog += [(LD, 0, 0, 0), (JEQ, 0, 2 * len(args), nr)]     # not this call: the next one
-        for k, arg in enumerate(args):                          # pid_t, int: the low word
-            prog += [(LD, 0, 0, 16 + 8 * arg),
-                     (JEQ, "allow" if k == len(args) - 1 else 0, "refuse", 0)]
-    prog += [(RET, 0, 0, RET_ALLOW), (RET, 0, 0, RET_EPERM)]
-    at = {"allow": len(prog) - 2, "refuse": len(prog) - 1}
-    return b"".join(struct.pack("<HBBI", code, *(at[j] - pc - 1 if isinstance(j, str) else j
-                                                 for j in (jt, jf)), k)
-                    for pc, (code, jt, jf, k) in enumerate(prog))
-
-
-class Seal:
-    """A seccomp program (:func:`sibling_filter`) made ready in the template, so that a
-    client only makes the two calls that install it (:meth:`install`)."""
-
-    def __init__(self, program: bytes):
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.filters = ctypes.create_string_buffer(program, len(program))
-        self.fprog = ctypes.create_string_buffer(struct.pack(
-            "HxxxxxxQ", len(program) // 8, ctypes.addressof(self.filters)))
-
-    def install(self) -> None:
-        """In this process and every process it starts; it cannot be removed. OSError if
-        the kernel refuses it."""
-        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-        if self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
 @dataclass
@@ -119,7 +56,9 @@ class Template:
 
     ``codes``: the compiled answer cells; ``guard(folder)``: the audit hook for a
     client whose work folder is ``folder``; ``workdir``: the sandbox's folder;
-    ``seal``: the seccomp filter of every client (None: none).
+    ``seal``: the seccomp filter of every client (None: none); ``space``: what gives
+    each client its own disk (:class:`~.space.ClientSpace`; None: a folder of
+    the shared disk); ``landlock``: the ruleset each client enforces (None: none).
     """
     spec: object
     namespace: dict
@@ -128,6 +67,8 @@ class Template:
     workdir: str
     seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
     drain: Optional["Drain"] = None  # copies its clients' output (:class:`Drain`); made if None
+    space: Optional[ClientSpace] = None
+    landlock: Optional[Ruleset] = None
 
     def __post_init__(self):
         if self.drain is None:
@@ -187,6 +128,11 @@ class Drain:
         self.wake, self.woken = os.pipe()[::-1]      # (write end, read end)
         threading.Thread(target=self.copy, name="client output", daemon=True).start()
 
+    def forget(self) -> None:
+        """In a fresh fork: forget the template's client output pipes (closed there:
+        :func:`_keep_only`), whose numbers count the clients alive."""
+        self.fds = set()
+
     def add(self, fd: int) -> None:
         """Drain client output pipe ``fd`` (its read end) from now on."""
         with self.lock:
@@ -212,14 +158,22 @@ class Drain:
                     pass
 
 
-def _enter(template: Template, cid: int) -> str:
+def _isolate(template: Template) -> str:
+    """In a fresh fork: its own disk and no ``/proc`` (:meth:`~.space.ClientSpace.enter`),
+    then Landlock; the folder it works in. OSError if a layer could not be set up."""
+    folder = template.space.enter() if template.space else shared_folder(template.workdir)
+    if template.landlock is not None and not template.landlock.enforce().startswith("landlock"):
+        raise OSError("landlock could not be enforced")
+    return folder
+
+
+def _enter(template: Template, folder: str) -> str:
     """In a fresh fork whose descriptors are its pipes only (:func:`_keep_only`): install
     the seccomp filter (:class:`Seal`), move into its folder, install the guard; then run
     the answer cells (returns their error, or ""; OSError if the filter could not be
     installed)."""
     if template.seal is not None:
         template.seal.install()           # OSError: the client does not run
-    folder = os.path.join(template.workdir, f"client-{cid}")
     os.chdir(folder)
     os.environ.update(HOME=folder, TMPDIR=folder)
     sys.addaudithook(template.guard(folder))
@@ -250,20 +204,22 @@ class PipeInbox:
                 return msg if isinstance(msg, dict) else {"op": "gone"}
 
 
-def client_main(template: Template, cid: int, down: int, up: int, output: int) -> None:
-    """A client process: the answer cells, then this one client until it is killed.
+def client_main(template: Template, probing: bool, down: int, up: int, output: int) -> None:
+    """A client process: the answer cells, then this one client until it is killed
+    (``probing``: the probe, which only reports how the answer cells ended).
     The client runs in this process's main thread, on the first message (its spawn).
     It is client :data:`LOCAL` to itself: the world's id for it is the router's to add."""
     try:
-        down, up = _keep_only(down, up, output)
         try:
-            error = _enter(template, cid)
+            folder = _isolate(template)
+            down, up = _keep_only(down, up, output)
+            error = _enter(template, folder)
         except OSError as exc:            # not sealed: no student code runs here
-            if cid != PROBE:
+            if not probing:
                 return
             error = f"(the sandbox could not seal a client process: {exc})"
         out = PipeWriter(up)
-        if cid == PROBE:
+        if probing:
             out.send({"op": "probe", "error": error})
             return
         inbox = PipeInbox(down)
@@ -278,17 +234,17 @@ def client_main(template: Template, cid: int, down: int, up: int, output: int) -
         os._exit(0)
 
 
-def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
-    """Fork client number ``cid`` from the template, with its own pipes and work folder;
-    ``scrub()`` runs first in the fork (it forgets what the router holds of other clients)."""
-    os.makedirs(os.path.join(template.workdir, f"client-{cid}"), exist_ok=True)
+def fork_client(template: Template, probing: bool, scrub: Callable) -> Client:
+    """Fork a client process from the template, with its own pipes (and, once it runs, its
+    own disk: :func:`_isolate`); ``scrub()`` runs first in the fork (it forgets what the
+    router holds of other clients). ``probing``: the probe (:func:`probe`)."""
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         scrub()
-        client_main(template, cid, down_r, up_w, out_w)       # never returns
+        client_main(template, probing, down_r, up_w, out_w)       # never returns
     for fd in (down_r, up_w, out_w):
         os.close(fd)
     template.drain.add(out_r)
@@ -325,7 +281,7 @@ def reap(pids: list, wait: bool) -> None:
 
 def probe(template: Template) -> str:
     """Run the answer cells once in a guarded fork: their error, or ""."""
-    c = fork_client(template, PROBE, lambda: None)
+    c = fork_client(template, True, template.drain.forget)
     try:
         msg = c.reader.receive(3600.0)
     except TimeoutError:
@@ -384,7 +340,7 @@ class Router:
         self.world = FrameReader(fds[0], routed=True)
         self.socket = socket.socket(fileno=fd_socket)
         self.pids: dict = {}                     # the world's client id -> its process
-        self.spare, self.serial = None, itertools.count(PROBE + 1)
+        self.spare = None
         self.forked = 0                          # client processes started (a spare each)
         self.dying: list = []                    # killed clients not reaped yet
 
@@ -394,7 +350,7 @@ class Router:
             while True:
                 reap(self.dying, wait=False)
                 if self.spare is None:
-                    self.spare = fork_client(self.template, next(self.serial), self.scrub)
+                    self.spare = fork_client(self.template, False, self.scrub)
                     self.forked += 1
                 left = self.from_world(read=False)       # frames left by a spawn
                 if left is False or left is None and self.from_world(read=True) is False:
@@ -407,11 +363,14 @@ class Router:
             reap(self.dying, wait=True)
 
     def scrub(self) -> None:
-        """In a fresh fork: drop the router's buffer (other clients' bytes) and socket."""
+        """In a fresh fork: drop what the router holds of other clients (the world's bytes,
+        its socket, their pids, their output pipes) and how many it started: every client
+        process starts from the same state."""
         self.world.buffer = bytearray()
         self.socket.detach()
         self.world = self.socket = None
-        self.pids, self.dying = {}, []
+        self.pids, self.dying, self.forked = {}, [], 0
+        self.template.drain.forget()
 
     def from_world(self, read: bool):
         """Act on the world's whole frames (``read``: wait for one read first); False once
