@@ -96,23 +96,28 @@ def test_a_client_cannot_tell_its_incarnation(tmp_path, monkeypatch):
     """Every client process of exercise 5's solution prints, as its answer cells start (it
     has heard nothing yet), what it can see of itself: its folder, pid, parent's pid,
     thread id, folder's inode, its parent folder's links, a new file's inode number,
-    /proc/self, the router's count of the clients it started. All the same in each."""
+    /proc/self, what the router that forked it holds. All the same in each. (The first
+    line is the probe's, which runs the answer cells once before any client and serves
+    none: it is forked from elsewhere, so the router is not on its stack.)"""
     from wrong_answers.shared_memory import INCARNATION_PROBE
     g, text = grade_keeping_output(tmp_path, monkeypatch, 5, INCARNATION_PROBE + solution_answer(5))
     assert g.problems == [] and g.n_passed == g.total, g.summary()
-    seen = lines_after("OBSERVED", text)
+    probe, *seen = lines_after("OBSERVED", text)
     assert len(seen) >= 10, text[-2000:]
     assert len(set(seen)) == 1, sorted(set(seen))[:4]
+    assert '"router": []' in probe and seen[0].replace('"router": [[0, 0]]', '"router": []') == probe
 
 
 @pytest.mark.timeout(900)
-def test_the_disk_is_no_register_between_clients(tmp_path, monkeypatch):
-    """Every client process of exercise 5's solution measures the room on its disk (a
-    megabyte at a time, then a file at a time, until "No space left") as its answer cells
-    start, then leaves a megabyte and 20 files behind: each must find the same room, so
-    none can learn what another wrote (free space was one register, free inodes another)."""
-    from wrong_answers.shared_memory import DISK_PROBE
-    g, text = grade_keeping_output(tmp_path, monkeypatch, 5, DISK_PROBE + solution_answer(5))
+def test_no_shared_limit_is_a_register_between_clients(tmp_path, monkeypatch):
+    """Every client process of exercise 5's solution measures, as its answer cells start,
+    the room on its disk (a megabyte at a time, then a file at a time, until "No space
+    left") and for threads (until one cannot start), then leaves a megabyte, 20 files and 4
+    running threads behind: each must find the same room, so none can learn what another
+    holds (the shared disk's free space and inodes were registers, and the private uid's
+    RLIMIT_NPROC)."""
+    from wrong_answers.shared_memory import ROOM_PROBE
+    g, text = grade_keeping_output(tmp_path, monkeypatch, 5, ROOM_PROBE + solution_answer(5))
     room = lines_after("ROOM", text)
     assert len(room) >= 10, text[-2000:]
     assert len(set(room)) == 1, sorted(set(room))[:4]

@@ -133,16 +133,25 @@ of them lets two clients (or two incarnations of one) pass state the world never
 (Exercise 5's files, /dev/shm's too, are the world's virtual disk: not a channel.)"""
 
 INCARNATION_PROBE = '''
-import gc, json, os, threading
+import json, os, sys, threading
+
+
+def _routers():
+    """What the router that forked this process holds (found up the call stack)."""
+    frame, found = sys._getframe(), []
+    while frame is not None:
+        router = frame.f_locals.get("self")
+        if type(router).__name__ == "Router":
+            found.append((router.forked, len(router.template.drain.fds)))
+        frame = frame.f_back
+    return found
 
 
 def _observe():
     """What this client process can tell of its incarnation before it has heard anything."""
     seen = {"folder": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
             "thread": threading.get_native_id(), "folder inode": os.stat(".").st_ino,
-            "parent links": os.stat("..").st_nlink,
-            "router": [(o.forked, len(o.template.drain.fds)) for o in gc.get_objects()
-                       if type(o).__name__ == "Router"]}
+            "parent links": os.stat("..").st_nlink, "router": _routers()}
     with open("new-file", "w") as f:           # a new inode's number counts the disk's files
         seen["new file inode"] = os.fstat(f.fileno()).st_ino
     try:
@@ -157,22 +166,22 @@ print("OBSERVED " + json.dumps(_observe(), sort_keys=True), flush=True)
 """Run by every client process as its answer cells start, having heard nothing: what it
 prints must be the same in each, or a client could tell (and act on) its incarnation."""
 
-DISK_PROBE = '''
-import errno, json, os
+ROOM_PROBE = '''
+import errno, json, os, threading
 
 
 def _room(most: int, make):
-    """How many of ``make(i)`` this process can add to its folder (then removed): a disk
-    another process writes to is a register it sets and this reads."""
+    """How many of ``make(i)`` this process can add (then removed): a limit that another
+    process's files or threads bring nearer is a register it sets and this reads."""
     made = []
     try:
         while len(made) < most:
             made.append(make(len(made)))
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EFBIG):
+    except (OSError, RuntimeError) as exc:      # PermissionError: the guard's own limit
+        if isinstance(exc, OSError) and exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EACCES):
             raise
-    for name in made:
-        os.remove(name)
+    for thing in made:
+        thing.set() if isinstance(thing, threading.Event) else os.remove(thing)
     return len(made)
 
 
@@ -193,7 +202,15 @@ def _file(i):
     return f"empty-{i}"
 
 
-room = {"megabytes": _room(96, _megabyte), "files": _room(6000, _file)}
+def _thread(i):
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+    return stop
+
+
+threading.stack_size(1 << 16)                   # small stacks: the address space is no limit
+room = {"megabytes": _room(96, _megabyte), "files": _room(6000, _file),
+        "threads": _room(300, _thread)}
 try:                                            # what this process leaves for the next
     with open("ballast", "wb") as f:
         f.write(bytes(1 << 20))
@@ -201,8 +218,14 @@ try:                                            # what this process leaves for t
         open(f"kept-{i}", "w").close()
 except OSError:                                 # the disk is full
     pass
+try:
+    for i in range(4):
+        _thread(i)                              # and threads that never end
+except RuntimeError:                            # those above not quite gone yet
+    pass
 print("ROOM " + json.dumps(room, sort_keys=True), flush=True)
 '''
 """Run by every client process as its answer cells start: the room it finds on its disk
-(megabytes, then files) before it leaves a megabyte and 20 files behind. The same in each,
-or the disk is a register between incarnations."""
+(megabytes, then files) and for threads (all then removed), before it leaves a megabyte,
+20 files and 4 threads behind. The same in each, or the limit is a register between
+incarnations (the disk's size and inodes; the private uid's RLIMIT_NPROC)."""

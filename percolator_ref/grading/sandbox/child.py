@@ -402,7 +402,7 @@ def _run(job: dict, report: dict) -> None:
     set_limits(job["limits"])
     from .landlock import Ruleset
     from .space import ClientSpace
-    space = ClientSpace(job["workdir"])           # before any thread: a user namespace
+    space = ClientSpace(job["workdir"])
     ruleset = Ruleset(space.room, job["landlock"])    # writes below the clients' folders only
     report["landlock"], report["spaces"] = ruleset.layer, space.layer
     for name in list(sys.modules):

@@ -63,8 +63,9 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 CAP_VERSION_3 = 0x20080522
 UID_BASE, UID_SPAN = 1_500_000_000, 1_000_000
 """Private uids (and gids) are drawn from ``[UID_BASE, UID_BASE + UID_SPAN)``."""
-NPROC = 64
-"""RLIMIT_NPROC of a private uid: processes it may have at once."""
+NPROC = 160
+"""RLIMIT_NPROC of a private uid: processes and threads it may have at once (more than its
+client processes can start: :data:`.space.THREADS`, :data:`.processes.MAX_PROCESSES`)."""
 DISK_MB = 64
 """Size of the child's own work directory (a tmpfs in its mount namespace)."""
 

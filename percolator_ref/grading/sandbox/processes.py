@@ -47,6 +47,11 @@ from .seccomp import Seal
 from .space import ClientSpace, shared_folder
 
 PROBE = 0                # the first fork: runs the answer cells once, says whether they fail
+MAX_PROCESSES = 12
+"""Client processes alive or unreaped at once (the spare, the world's live clients, the
+killed): past it the router waits for the killed before it forks. With :data:`.space.THREADS`
+per process it keeps the private uid's tasks below RLIMIT_NPROC (:data:`.privileges.NPROC`):
+a limit another client's threads could bring near is a register."""
 LOCAL = 1                # a client's id in its own process (the world's id is the router's)
 
 
@@ -348,7 +353,7 @@ class Router:
         gc.freeze()                     # the forks share the template's pages untouched
         try:
             while True:
-                reap(self.dying, wait=False)
+                reap(self.dying, wait=len(self.pids) + len(self.dying) >= MAX_PROCESSES - 1)
                 if self.spare is None:
                     self.spare = fork_client(self.template, False, self.scrub)
                     self.forked += 1

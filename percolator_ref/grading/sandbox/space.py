@@ -8,25 +8,28 @@ left") and read, a new file's inode number counts every file the disk was given
 before, the folder's name carried the client's serial number, its parent's link
 count the number of folders, and ``/proc`` shows every process's pid.
 
-So the template makes a user namespace of its own once (:class:`ClientSpace`:
-an unprivileged one, the private uid mapped to itself), and each client process,
-right after its fork and before any student code (:meth:`ClientSpace.enter`),
-makes a mount namespace of its own, mounts a fresh ``tmpfs`` of
-:data:`DISK_MB` megabytes and :data:`INODES` inodes on the one folder every
-client sees (``<workdir>/clients/client``), lays an empty folder over ``/proc``, and drops
-every capability. What one client writes, how full its disk is and which inode
-numbers it hands out are that client's alone, and vanish with its process; every
-client finds the same empty folder at the same path. Then Landlock, the seccomp
-filter and the audit hook are installed (a process under Landlock may mount
-nothing, so Landlock comes after the mounts).
+So each client process, right after its fork and before any student code
+(:meth:`ClientSpace.enter`), makes a user namespace of its own (an unprivileged
+one, its uid and gid mapped to themselves) and a mount namespace, mounts a fresh
+``tmpfs`` of :data:`DISK_MB` megabytes and :data:`INODES` inodes on the one folder
+every client sees (``<workdir>/clients/client``), lays an empty folder over
+``/proc``, drops every capability and sets its RLIMIT_NPROC to :data:`THREADS` + 1
+(counted per user namespace: the private uid's shared limit was one more register,
+"can't start a new thread" telling how many threads the others held). What one
+client writes, how full its disk is, which inode numbers it hands out and how many
+threads it runs are its own, and vanish with its process; every client finds the
+same empty folder at the same path. Then Landlock, the seccomp filter and the
+audit hook are installed (a process under Landlock may mount nothing, so Landlock
+comes after the mounts).
 
-Where the kernel refuses the user namespace (``unshare`` not allowed, a threaded
-template), :attr:`ClientSpace.own` is False and the layer line says why: each
-client then has a folder with a random name on the shared disk.
+Where the kernel refuses (no unprivileged user namespaces; the template tries once,
+in a throwaway fork), :attr:`ClientSpace.own` is False and the layer line says why:
+each client then has a folder with a random name on the shared disk.
 """
 from __future__ import annotations
 
 import os
+import resource
 import secrets
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
@@ -37,6 +40,12 @@ DISK_MB = 16
 """Size of a client process's own disk (its folder, a tmpfs in its own mount namespace)."""
 INODES = 1024
 """Files and folders a client process may have on its disk at once."""
+THREADS = 8
+"""Threads a client process may run besides its main one (its RLIMIT_NPROC, counted in its
+own user namespace). With the router's bound on client processes
+(:data:`.processes.MAX_PROCESSES`), the private uid's tasks in all stay below the
+sandbox's RLIMIT_NPROC (:data:`.privileges.NPROC`): "can't start a new thread" is never
+news of the threads another client holds."""
 ROOM, FOLDER, COVER = "clients", "client", "nothing"
 """Under the sandbox's work directory: the folder of the clients' folders (the only one
 their Landlock ruleset lets them write below: a rule on a mount point itself is hidden by
@@ -45,21 +54,26 @@ folder laid over ``/proc`` in each client."""
 
 
 class ClientSpace:
-    """Made once in the template (before it starts a thread); entered by every client.
+    """Made once in the template (it checks, in a fork, that a client process can enter
+    one); entered by every client process (:meth:`enter`).
 
     ``own``: each client gets a disk of its own (else a folder on the shared disk);
     ``room``: the folder that holds the clients' folders; ``layer``: a sentence for the
     sandbox's layer line.
     """
 
-    def __init__(self, workdir: str, disk_mb: int = DISK_MB, inodes: int = INODES):
-        self.own, self.layer = False, ""
+    def __init__(self, workdir: str, disk_mb: int = DISK_MB, inodes: int = INODES,
+                 threads: int = THREADS):
+        self.own, self.layer, self.tasks = False, "", threads + 1
         self.room = os.path.join(workdir, ROOM)
         self.folder = os.path.join(self.room, FOLDER)
         self.cover = os.path.join(workdir, COVER)
         for path in (self.folder, self.cover):
             os.makedirs(path, mode=0o700, exist_ok=True)
         self.options = f"size={disk_mb}m,nr_inodes={inodes},mode=0700".encode()
+        uid, gid = os.getuid(), os.getgid()
+        self.maps = ((b"/proc/self/setgroups", b"deny"), (b"/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
+                     (b"/proc/self/gid_map", b"%d %d 1" % (gid, gid)))
         try:
             import ctypes
         except ImportError as exc:
@@ -69,51 +83,66 @@ class ClientSpace:
         self.no_caps = (ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_uint32) * 2),
                         ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_uint32) * 6))
         ctypes.memmove(self.no_caps[0], CAP_VERSION_3.to_bytes(4, "little") + bytes(4), 8)
-        why = self._own_user_namespace()
+        why = self._tried()
         self.own = not why
-        self.layer = ("each client its own disk and no /proc" if self.own else
+        self.layer = ("each client its own disk, tasks and no /proc" if self.own else
                       f"clients share the sandbox's disk ({why})")
 
-    def _errno(self) -> str:
-        return os.strerror(self.ctypes.get_errno())
-
-    def _own_user_namespace(self) -> str:
-        """Enter a new user namespace, this process's uid and gid mapped to themselves: its
-        forks may then make mount namespaces. "" or why not."""
-        uid, gid = os.getuid(), os.getgid()
-        self.libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self/*_map are root's otherwise
+    def _tried(self) -> str:
+        """Enter a client's space in a throwaway fork: "" if it could, else why not."""
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                self._own()
+            except OSError as exc:
+                os.write(write, str(exc).encode()[:500] or b"?")
+            finally:
+                os._exit(0)
+        os.close(write)
         try:
-            if self.libc.unshare(CLONE_NEWUSER) != 0:
-                return f"unshare: {self._errno()}"
-            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
-                               ("gid_map", f"{gid} {gid} 1")):
-                fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
-                try:
-                    os.write(fd, text.encode())
-                finally:
-                    os.close(fd)
-        except OSError as exc:
-            return f"user namespace: {exc}"
+            why = b""
+            while chunk := os.read(read, 512):
+                why += chunk
         finally:
-            self.libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        return ""
+            os.close(read)
+            os.waitpid(pid, 0)
+        return why.decode(errors="replace")
 
-    def enter(self) -> str:
-        """In a fresh client process: its own mount namespace, disk and no ``/proc``, no
-        capability left; the folder to work in. OSError if a step fails (the client must
-        not run)."""
-        if not self.own:
-            return shared_folder(self.room)
+    def _fail(self, step: str):
+        raise OSError(self.ctypes.get_errno(), f"{step}: {os.strerror(self.ctypes.get_errno())}")
+
+    def _own(self) -> None:
+        """A user namespace (this uid and gid mapped to themselves), a mount namespace, a
+        tmpfs on the folder, ``/proc`` covered, no capability, :data:`THREADS` threads."""
         libc = self.libc
-        if libc.unshare(CLONE_NEWNS) != 0:
-            raise OSError(self.ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)      # /proc/self/*_map are root's otherwise
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            self._fail("unshare")
+        for path, text in self.maps:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         if libc.mount(b"tmpfs", self.folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       self.options) != 0:
-            raise OSError(self.ctypes.get_errno(), "mount tmpfs")
+            self._fail("mount tmpfs")
         if libc.mount(self.cover.encode(), b"/proc", None, MS_BIND, None) != 0:
-            raise OSError(self.ctypes.get_errno(), "cover /proc")
+            self._fail("cover /proc")
         if libc.capset(*self.no_caps) != 0:
-            raise OSError(self.ctypes.get_errno(), "capset")
+            self._fail("capset")
+        resource.setrlimit(resource.RLIMIT_NPROC, (self.tasks, self.tasks))
+
+    def enter(self) -> str:
+        """In a fresh client process: its own user and mount namespaces, disk, task count
+        and no ``/proc``, no capability left; the folder to work in. OSError if a step
+        fails (the client must not run)."""
+        if not self.own:
+            return shared_folder(self.room)
+        self._own()
         return self.folder
 
 
