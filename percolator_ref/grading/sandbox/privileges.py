@@ -27,7 +27,9 @@ the others:
   worker that runs the student's code. When the grader kills the child, the
   init dies, and when the worker ends, the init exits: either way the kernel
   kills every process in the namespace, whatever session, process group or
-  double fork it made.
+  double fork it made. The init mounts the namespace's ``/proc``, writable: each
+  client process maps its own user namespace there, then covers ``/proc`` with
+  an empty folder before any student code runs (:mod:`.space`).
 - **A disk quota.** In the private mount namespace the work directory (the
   child's ``HOME`` and ``TMPDIR``) is a ``tmpfs`` of its own of
   :data:`DISK_MB` megabytes: a child that fills it gets "No space left" in its
