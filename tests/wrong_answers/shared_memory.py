@@ -133,7 +133,7 @@ of them lets two clients (or two incarnations of one) pass state the world never
 (Exercise 5's files, /dev/shm's too, are the world's virtual disk: not a channel.)"""
 
 INCARNATION_PROBE = '''
-import json, os, sys, threading
+import gc, json, os, sys, threading
 
 
 def _routers():
@@ -151,7 +151,10 @@ def _observe():
     """What this client process can tell of its incarnation before it has heard anything."""
     seen = {"folder": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
             "thread": threading.get_native_id(), "folder inode": os.stat(".").st_ino,
-            "parent links": os.stat("..").st_nlink, "router": _routers()}
+            "parent links": os.stat("..").st_nlink, "router": _routers(),
+            "interpreter": {"heap blocks": sys.getallocatedblocks(), "gc": gc.get_count(),
+                            "collections": [g["collections"] for g in gc.get_stats()],
+                            "an address": id(object())}}
     with open("new-file", "w") as f:           # a new inode's number counts the disk's files
         seen["new file inode"] = os.fstat(f.fileno()).st_ino
     try:

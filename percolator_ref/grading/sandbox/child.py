@@ -18,12 +18,13 @@ hands it a job on stdin. :func:`child_main` then, in this order:
 4. runs the pristine context cells, then replaces the hidden reference
    (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`, and
    compiles the answer cells: this state is the template of every client;
-5. forks one process per client incarnation (:mod:`.processes`): each mounts
-   its own disk on the one client folder and covers ``/proc`` (:mod:`.space`),
-   enforces the Landlock ruleset, closes every descriptor but its own pipes,
-   installs a seccomp filter (no reading or changing another process's state,
-   no pid, no signals, no file locks), moves into its folder, installs :func:`make_guard` with ``sys.addaudithook``
-   (it cannot be removed): no file written outside that subfolder, no reading of the
+5. has one process forked per client incarnation (:mod:`.processes`): each
+   mounts its own disk on the one client folder and covers ``/proc``
+   (:mod:`.space`), enforces the Landlock ruleset, closes every descriptor but
+   its own pipes, installs a seccomp filter (no reading or changing another
+   process's state, no pid, no signals, no file locks), moves into its folder,
+   installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
+   removed): no file written outside that folder, no reading of the
    repository (solutions, tests, exercises, .git), the grader's modules, the
    hidden reference, other submissions or the other clients' folders; no
    subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
@@ -54,7 +55,8 @@ import types
 import weakref
 
 from ..framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
-from .processes import Router, Template, probe, to_world
+from .processes import Template, probe, to_world
+from .router import Router
 from .seccomp import Seal, sibling_filter
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
@@ -217,8 +219,8 @@ def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
             raise _PE(f"sandbox: opening the device {p} is refused")
 
 
-def check_write(event, args, indices, workdir: str, device=None, _len=len, _type=type, _int=int, _str=str,
-                _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
+def check_write(event, args, indices, workdir: str, device=None, _len=len, _type=type, _int=int,
+                _str=str, _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
                 _resolve=resolve, _inside=inside, _fd_events=FD_EVENTS, _fd_inside=fd_inside,
                 _PE=PermissionError) -> None:
     """The rule for path-changing events: every path they write is inside the work dir,

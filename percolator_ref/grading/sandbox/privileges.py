@@ -66,8 +66,8 @@ CAP_VERSION_3 = 0x20080522
 UID_BASE, UID_SPAN = 1_500_000_000, 1_000_000
 """Private uids (and gids) are drawn from ``[UID_BASE, UID_BASE + UID_SPAN)``."""
 NPROC = 160
-"""RLIMIT_NPROC of a private uid: processes and threads it may have at once (more than its
-client processes can start: :data:`.space.THREADS`, :data:`.processes.MAX_PROCESSES`)."""
+"""RLIMIT_NPROC of a private uid: processes and threads it may have at once (far more than
+its client processes run: each at most :data:`.space.THREADS` + 1 tasks)."""
 DISK_MB = 64
 """Size of the child's own work directory (a tmpfs in its mount namespace)."""
 

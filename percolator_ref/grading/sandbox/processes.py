@@ -3,11 +3,12 @@
 The sandbox child (:mod:`.child`) becomes a *template* once the context cells
 have run and the reference is hidden: it compiles the answer cells but runs no
 student code itself, and it is not guarded (the guard refuses ``os.fork``).
-Its :class:`Router` then forks, for each ``spawn`` of the trusted world, a
-client process that mounts its own disk on the one client folder and covers
+Its :class:`Router` then has, for each ``spawn`` of the trusted world, a
+client process forked (by the :class:`Forker`, a process forked from the
+template once, which does nothing else) that mounts its own disk on the one client folder and covers
 ``/proc`` (:mod:`.space`), enforces the Landlock ruleset, closes every
 descriptor but its own pair of pipes, installs a seccomp filter
-(:func:`sibling_filter`), moves into its folder, installs the guard (writes only
+(:func:`~.seccomp.sibling_filter`), moves into its folder, installs the guard (writes only
 in that folder), runs the answer cells and serves that one client
 (:class:`~..client.host.ClientHost`). The router hands the client's pipes to the
 grader, which talks to it directly and knows who speaks by the pipe it reads
@@ -17,9 +18,9 @@ a fresh fork. Clients share no memory, no files and no disk, and the filter keep
 each from reading or changing another process's state (its niceness, affinity,
 process group; signals, file locks, SysV IPC, keyrings, namespaces, mounts): they
 reach each other only through the world. Nor can a client tell which incarnation
-it is: every client process starts from the same state (the router forgets, in
-the fork, what it holds of other clients and how many it started), in the same
-folder on a disk as empty as every other's, and its pid, its parent's and its
+it is: every client process starts from the same interpreter state (the forker's,
+the same at every fork: not the router's, which changes as it serves the world), in
+the same folder on a disk as empty as every other's, and its pid, its parent's and its
 threads' are not its to read (the filter fails ``getpid``, ``getppid`` and
 ``gettid``; ``/proc`` is covered).
 """
@@ -39,7 +40,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..channel import FrameReader, PipeWriter, ProtocolError, framed, routed
+from ..channel import FrameReader, PipeWriter, routed
 from ..client.host import ClientHost
 from ..framework import describe_exception
 from .landlock import Ruleset
@@ -47,11 +48,6 @@ from .seccomp import Seal
 from .space import ClientSpace, shared_folder
 
 PROBE = 0                # the first fork: runs the answer cells once, says whether they fail
-MAX_PROCESSES = 12
-"""Client processes alive or unreaped at once (the spare, the world's live clients, the
-killed): past it the router waits for the killed before it forks. With :data:`.space.THREADS`
-per process it keeps the private uid's tasks below RLIMIT_NPROC (:data:`.privileges.NPROC`):
-a limit another client's threads could bring near is a register."""
 LOCAL = 1                # a client's id in its own process (the world's id is the router's)
 
 
@@ -110,16 +106,22 @@ def _keep_only(down: int, up: int, output: int) -> tuple:
                         for fd in (down, up, output))
     os.dup2(output, 1)
     os.dup2(output, 2)
-    low = 3
-    for fd in sorted((down, up)):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 16)
+    close_all_but((down, up))
     null = os.open(os.devnull, os.O_RDONLY)
     if null != 0:
         os.dup2(null, 0)
         os.close(null)
     return down, up
+
+
+def close_all_but(keep) -> None:
+    """Close every descriptor above 2 but those in ``keep``."""
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 16)
 
 
 class Drain:
@@ -132,11 +134,6 @@ class Drain:
         self.lock, self.fds = threading.Lock(), set()
         self.wake, self.woken = os.pipe()[::-1]      # (write end, read end)
         threading.Thread(target=self.copy, name="client output", daemon=True).start()
-
-    def forget(self) -> None:
-        """In a fresh fork: forget the template's client output pipes (closed there:
-        :func:`_keep_only`), whose numbers count the clients alive."""
-        self.fds = set()
 
     def add(self, fd: int) -> None:
         """Drain client output pipe ``fd`` (its read end) from now on."""
@@ -239,17 +236,107 @@ def client_main(template: Template, probing: bool, down: int, up: int, output: i
         os._exit(0)
 
 
-def fork_client(template: Template, probing: bool, scrub: Callable) -> Client:
-    """Fork a client process from the template, with its own pipes (and, once it runs, its
-    own disk: :func:`_isolate`); ``scrub()`` runs first in the fork (it forgets what the
-    router holds of other clients). ``probing``: the probe (:func:`probe`)."""
+class Forker:
+    """The process every client process is forked from: forked from the template once, as
+    the router starts, it does nothing but fork (:func:`forker_main`), each time from the
+    same state. A client forked from the router itself could read how far the router had
+    got (its heap, its garbage collector's count of live objects: one more per client
+    started); one forked from here finds the same interpreter whichever incarnation it is.
+    ``scrub()`` runs first in the forker's fork (it forgets the router's socket)."""
+
+    def __init__(self, template: Template, scrub: Callable):
+        self.template = template
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            scrub()
+            ours.detach()
+            forker_main(template, theirs)                 # never returns
+        theirs.close()
+        self.socket = ours
+
+    def fork(self) -> Client:
+        """A new client process (its answer cells start running); OSError if the forker
+        has gone."""
+        self.socket.send(b"f")
+        msg, fds, _, _ = socket.recv_fds(self.socket, 8, 3)
+        if len(msg) != 4 or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            raise OSError("the client forker has gone")
+        self.template.drain.add(fds[2])
+        return Client(int.from_bytes(msg, "big"), fds[0], fds[1], FrameReader(fds[1]))
+
+    def close(self) -> None:
+        """Let the forker end (it reaps its clients first, so their CPU is counted) and
+        reap it."""
+        self.socket.close()
+        reap([self.pid], wait=True)
+
+
+def forker_main(template: Template, sock: socket.socket) -> None:
+    """The forker: a client process for each byte the router sends (:func:`fork_one`).
+    When the router closes the socket, it waits for the rest and exits. Nothing here
+    changes from one fork to the next: the same descriptors, no collection, nothing kept,
+    and a dry run first, so that every path the loop takes has been taken once before the
+    first client is forked."""
+    try:
+        close_all_but((sock.fileno(), template.landlock.fd if template.landlock else -1))
+        gc.disable()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fork_one(template, ours, dry=True)
+        for fd in socket.recv_fds(theirs, 8, 3)[1]:
+            os.close(fd)
+        ours.close()
+        theirs.close()
+        reap_dead(wait=True)
+        while sock.recv(1):
+            fork_one(template, sock, dry=False)
+        while reap_dead(wait=True):
+            pass
+    finally:
+        os._exit(0)
+
+
+def fork_one(template: Template, sock: socket.socket, dry: bool) -> None:
+    """Reap the dead, fork a client process (``dry``: one that exits at once), send its pid
+    and the router's ends of its pipes over ``sock``."""
+    reap_dead()
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        scrub()
-        client_main(template, probing, down_r, up_w, out_w)       # never returns
+        if dry:
+            os._exit(0)
+        gc.enable()
+        client_main(template, False, down_r, up_w, out_w)       # never returns
+    socket.send_fds(sock, [pid.to_bytes(4, "big")], [down_w, up_r, out_r])
+    for fd in (down_r, down_w, up_r, up_w, out_r, out_w):
+        os.close(fd)
+
+
+def reap_dead(wait: bool = False) -> bool:
+    """Reap this process's dead children (``wait``: one, waiting for it); False when it has
+    none left to reap now."""
+    try:
+        while os.waitpid(-1, 0 if wait else os.WNOHANG)[0]:
+            if wait:
+                return True
+    except ChildProcessError:
+        pass
+    return False
+
+
+def fork_probe(template: Template) -> Client:
+    """Fork the probe (:func:`probe`) from the template, with its own pipes (and, once it
+    runs, its own disk: :func:`_isolate`)."""
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        client_main(template, True, down_r, up_w, out_w)       # never returns
     for fd in (down_r, up_w, out_w):
         os.close(fd)
     template.drain.add(out_r)
@@ -286,7 +373,7 @@ def reap(pids: list, wait: bool) -> None:
 
 def probe(template: Template) -> str:
     """Run the answer cells once in a guarded fork: their error, or ""."""
-    c = fork_client(template, True, template.drain.forget)
+    c = fork_probe(template)
     try:
         msg = c.reader.receive(3600.0)
     except TimeoutError:
@@ -324,92 +411,6 @@ SPAWN, ENDS = b'{"op":"spawn"', (b'{"op":"gone"}', b'{"op":"bye"}')
 """What the router reads of the world's messages (:func:`~.channel.addressed` writes them:
 compact JSON, ``op`` first): a spawn starts a client process, ``gone`` (a crash) and ``bye``
 (the end of its family) kill it."""
-
-
-class Router:
-    """The template's loop: it starts and ends the world's clients; it never carries their
-    messages.
-
-    For each ``spawn`` of the world (a :func:`~.channel.routed` frame on the channel),
-    the router hands the spawn to a spare client process, then passes that client's two
-    pipe ends to the grader over the fd socket (``SCM_RIGHTS``, with the client's id) and
-    closes its own copies: the grader and the client then talk directly, the grader
-    knowing who speaks by the pipe it reads. ``gone`` and ``bye`` kill the client. A
-    spare is forked ahead, at the top of the loop, where the router holds no message
-    (the fork forgets the router's buffers), so a spawn finds one whose answer cells
-    have run already; a second spawn in the same read waits for the next spare.
-    """
-
-    def __init__(self, template: Template, fds, fd_socket: int):
-        self.template, self.down = template, fds[0]
-        self.world = FrameReader(fds[0], routed=True)
-        self.socket = socket.socket(fileno=fd_socket)
-        self.pids: dict = {}                     # the world's client id -> its process
-        self.spare = None
-        self.forked = 0                          # client processes started (a spare each)
-        self.dying: list = []                    # killed clients not reaped yet
-
-    def run(self) -> None:
-        gc.freeze()                     # the forks share the template's pages untouched
-        try:
-            while True:
-                reap(self.dying, wait=len(self.pids) + len(self.dying) >= MAX_PROCESSES - 1)
-                if self.spare is None:
-                    self.spare = fork_client(self.template, False, self.scrub)
-                    self.forked += 1
-                left = self.from_world(read=False)       # frames left by a spawn
-                if left is False or left is None and self.from_world(read=True) is False:
-                    return
-        finally:
-            for pid in list(self.pids.values()):
-                self.dying.append(kill(pid))
-            if self.spare is not None:
-                self.dying.append(end_client(self.spare))
-            reap(self.dying, wait=True)
-
-    def scrub(self) -> None:
-        """In a fresh fork: drop what the router holds of other clients (the world's bytes,
-        its socket, their pids, their output pipes) and how many it started: every client
-        process starts from the same state."""
-        self.world.buffer = bytearray()
-        self.socket.detach()
-        self.world = self.socket = None
-        self.pids, self.dying, self.forked = {}, [], 0
-        self.template.drain.forget()
-
-    def from_world(self, read: bool):
-        """Act on the world's whole frames (``read``: wait for one read first); False once
-        the world closed the channel (or broke a frame), True if a spawn took the spare
-        and frames may be left, None when none is."""
-        try:
-            if read and not self.world.read_some():
-                return False
-            while True:
-                found = self.world.take()
-                if found is None:
-                    return None
-                (_, cid), data = found
-                if self.to_client(cid, data):
-                    return True
-        except ProtocolError:
-            return False
-
-    def to_client(self, cid: int, data: bytes) -> bool:
-        """One message of the world for client ``cid``; True if it spawned it."""
-        if data.startswith(SPAWN) and cid not in self.pids and self.spare is not None:
-            c, self.spare = self.spare, None
-            self.pids[cid] = c.pid
-            try:
-                write_all(c.down, framed(data))
-                socket.send_fds(self.socket, [HANDOVER.pack(cid)], [c.down, c.up])
-            except OSError:              # the grader is gone: so is the channel
-                pass
-            os.close(c.down)
-            os.close(c.up)
-            return True
-        if data in ENDS and cid in self.pids:
-            self.dying.append(kill(self.pids.pop(cid)))
-        return False
 
 
 HANDOVER = struct.Struct(">I")

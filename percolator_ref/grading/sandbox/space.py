@@ -42,10 +42,10 @@ INODES = 1024
 """Files and folders a client process may have on its disk at once."""
 THREADS = 8
 """Threads a client process may run besides its main one (its RLIMIT_NPROC, counted in its
-own user namespace). With the router's bound on client processes
-(:data:`.processes.MAX_PROCESSES`), the private uid's tasks in all stay below the
-sandbox's RLIMIT_NPROC (:data:`.privileges.NPROC`): "can't start a new thread" is never
-news of the threads another client holds."""
+own user namespace). The world keeps a handful of clients alive at once and the forker
+reaps the dead before each fork (:class:`.processes.Forker`), so the private uid's tasks
+in all stay far below the sandbox's RLIMIT_NPROC (:data:`.privileges.NPROC`): "can't start
+a new thread" is news of this client's own threads, never of another's."""
 ROOM, FOLDER, COVER = "clients", "client", "nothing"
 """Under the sandbox's work directory: the folder of the clients' folders (the only one
 their Landlock ruleset lets them write below: a rule on a mount point itself is hidden by
@@ -72,7 +72,8 @@ class ClientSpace:
             os.makedirs(path, mode=0o700, exist_ok=True)
         self.options = f"size={disk_mb}m,nr_inodes={inodes},mode=0700".encode()
         uid, gid = os.getuid(), os.getgid()
-        self.maps = ((b"/proc/self/setgroups", b"deny"), (b"/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
+        self.maps = ((b"/proc/self/setgroups", b"deny"),
+                     (b"/proc/self/uid_map", b"%d %d 1" % (uid, uid)),
                      (b"/proc/self/gid_map", b"%d %d 1" % (gid, gid)))
         try:
             import ctypes
