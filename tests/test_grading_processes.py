@@ -2,9 +2,14 @@
 
 The answers in ``wrong_answers/shared_memory.py`` add to a catalogue answer a
 trick that passes state between clients through process memory (a module
-global): the trick must gain nothing, graded through the sandbox.
+global): the trick must gain nothing, graded through the sandbox. The probes there
+(``INCARNATION_PROBE``, ``ROOM_PROBE``) print, from every client process, what it can
+see of its incarnation and the room it finds under each shared limit: all the same in
+each, or two incarnations could pass state (or a client tell which it is) without the
+world.
 """
 import json
+import os
 
 import pytest
 
@@ -129,3 +134,17 @@ def test_no_shared_limit_is_a_register_between_clients(tmp_path, monkeypatch):
     assert len(room) >= 10, text[-2000:]
     assert len(set(room)) == 1, sorted(set(room))[:4]
     assert g.problems == [] and g.n_passed == g.total, g.summary()
+
+
+def test_without_user_namespaces_a_client_folder_is_named_by_chance(tmp_path, monkeypatch):
+    """Where the kernel refuses a client its own namespaces (here: unshare given flags it
+    rejects), the layer line says so and each client process gets a new folder on the
+    shared disk whose name is random, not a serial number."""
+    from percolator_ref.grading.sandbox import space
+    monkeypatch.setattr(space, "CLONE_NEWUSER", -1)
+    shared = space.ClientSpace(str(tmp_path))
+    assert not shared.own and shared.layer.startswith("clients share the sandbox's disk ("), \
+        shared.layer
+    folders = [shared.enter() for _ in range(3)]
+    assert len(set(folders)) == 3 and all(os.path.dirname(f) == shared.room for f in folders)
+    assert all(os.path.isdir(f) and os.listdir(f) == [] for f in folders)
