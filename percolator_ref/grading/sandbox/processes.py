@@ -20,9 +20,8 @@ process group; signals, file locks, SysV IPC, keyrings, namespaces, mounts): the
 reach each other only through the world. Nor can a client tell which incarnation
 it is: every client process starts from the same interpreter state (the forker's,
 the same at every fork: not the router's, which changes as it serves the world), in
-the same folder on a disk as empty as every other's, and its pid, its parent's and its
-threads' are not its to read (the filter fails ``getpid``, ``getppid`` and
-``gettid``; ``/proc`` is covered).
+the same folder on a disk as empty as every other's, with the same parent (the
+forker) and no ``/proc`` to read.
 """
 from __future__ import annotations
 

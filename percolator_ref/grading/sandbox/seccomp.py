@@ -25,7 +25,6 @@ SYS_DENIED = {"kill": 62, "tkill": 200, "setpgid": 109, "ptrace": 101, "rt_sigqu
               "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
               "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
               "flock": 73, "statfs": 137, "fstatfs": 138,
-              "getpid": 39, "getppid": 110, "gettid": 186,
               "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66,
               "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220,
               "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
@@ -38,9 +37,9 @@ SYS_DENIED = {"kill": 62, "tkill": 200, "setpgid": 109, "ptrace": 101, "rt_sigqu
               "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442}
 """Refused to a client outright (the guard refuses ``os.kill``; these are the kernel's word):
 signals, tracing, another process's memory, and what two clients could share without the
-world or a client could learn of its incarnation: a lock on a file both may read, the free
-space of a disk, its pid (a count of the tasks started before it; ``os.getpid()`` reads -1),
-SysV IPC and POSIX queues, keyrings, watches on files both read, new namespaces and mounts."""
+world: a lock on a file both may read, the free space of a disk, SysV IPC and POSIX queues,
+keyrings, watches on files both read, new namespaces and mounts. (Not ``getpid`` nor
+``gettid``: the C library's ``raise`` and ``abort`` signal the process by them.)"""
 FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)   # F_GETLK, F_SETLK, F_SETLKW and their OFD versions
 SYS_FCNTL = 72
 AUDIT_ARCH_X86_64, X32_BIT = 0xC000003E, 0x40000000
