@@ -107,7 +107,8 @@ def test_a_client_cannot_tell_its_incarnation(tmp_path, monkeypatch):
     client forked from the router itself found one more object per client started before
     it). All the same in each. (The first line is the probe's, which runs the answer cells
     once before any client and serves none: it is forked from the template, not from the
-    clients' forker, so its interpreter and stack differ; the rest must not.)"""
+    clients' forker, so its interpreter, stack and pid differ; the rest must not. Each
+    client is the init of a PID namespace of its own: pid 1, its parent 0.)"""
     from wrong_answers.shared_memory import INCARNATION_PROBE
     g, text = grade_keeping_output(tmp_path, monkeypatch, 5, INCARNATION_PROBE + solution_answer(5))
     assert g.problems == [] and g.n_passed == g.total, g.summary()
@@ -115,8 +116,9 @@ def test_a_client_cannot_tell_its_incarnation(tmp_path, monkeypatch):
     assert len(seen) >= 10, text[-2000:]
     assert len(set(seen)) == 1, sorted(set(seen))[:4]
     mine, theirs = json.loads(probe), json.loads(seen[0])
-    for field in ("router", "interpreter"):
+    for field in ("router", "interpreter", "pid", "parent", "thread"):
         mine.pop(field), theirs.pop(field)
+    assert [json.loads(seen[0])[k] for k in ("pid", "parent", "thread")] == [1, 0, 1]
     assert mine == theirs
 
 

@@ -77,10 +77,11 @@ class Template:
 
 @dataclass
 class Client:
-    pid: int
+    pid: int             # the probe's; -1 for a client the forker started (it has a pidfd)
     down: int            # the router writes the world's messages here
     up: int              # and reads the client's here
     reader: FrameReader
+    pidfd: int = -1      # a client the forker started: its pidfd (its pid is not ours)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -258,13 +259,13 @@ class Forker:
         """A new client process (its answer cells start running); OSError if the forker
         has gone."""
         self.socket.send(b"f")
-        msg, fds, _, _ = socket.recv_fds(self.socket, 8, 3)
-        if len(msg) != 4 or len(fds) != 3:
+        _, fds, _, _ = socket.recv_fds(self.socket, 8, 4)
+        if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             raise OSError("the client forker has gone")
         self.template.drain.add(fds[2])
-        return Client(int.from_bytes(msg, "big"), fds[0], fds[1], FrameReader(fds[1]))
+        return Client(-1, fds[0], fds[1], FrameReader(fds[1]), pidfd=fds[3])
 
     def close(self) -> None:
         """Let the forker end (it reaps its clients first, so their CPU is counted) and
@@ -282,36 +283,43 @@ def forker_main(template: Template, sock: socket.socket) -> None:
     try:
         close_all_but((sock.fileno(), template.landlock.fd if template.landlock else -1))
         gc.disable()
+        nursery = template.space.nursery() if template.space else -1
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        fork_one(template, ours, dry=True)
-        for fd in socket.recv_fds(theirs, 8, 3)[1]:
+        fork_one(template, ours, True, nursery)
+        for fd in socket.recv_fds(theirs, 8, 4)[1]:
             os.close(fd)
         ours.close()
         theirs.close()
         reap_dead(wait=True)
         while sock.recv(1):
-            fork_one(template, sock, dry=False)
+            fork_one(template, sock, False, nursery)
         while reap_dead(wait=True):
             pass
     finally:
         os._exit(0)
 
 
-def fork_one(template: Template, sock: socket.socket, dry: bool) -> None:
-    """Reap the dead, fork a client process (``dry``: one that exits at once), send its pid
-    and the router's ends of its pipes over ``sock``."""
+def fork_one(template: Template, sock: socket.socket, dry: bool, nursery: int) -> None:
+    """Reap the dead, fork a client process (``dry``: one that exits at once; ``nursery``
+    >= 0: as the init of a PID namespace of its own, :meth:`~.space.ClientSpace.new_pids`),
+    send the router its pidfd and the router's ends of its pipes over ``sock``."""
     reap_dead()
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     out_r, out_w = os.pipe()
+    if nursery >= 0:
+        template.space.new_pids()
     pid = os.fork()
     if pid == 0:
         if dry:
             os._exit(0)
         gc.enable()
         client_main(template, False, down_r, up_w, out_w)       # never returns
-    socket.send_fds(sock, [pid.to_bytes(4, "big")], [down_w, up_r, out_r])
-    for fd in (down_r, down_w, up_r, up_w, out_r, out_w):
+    if nursery >= 0:
+        template.space.back_to(nursery)
+    pidfd = os.pidfd_open(pid)
+    socket.send_fds(sock, [b"p"], [down_w, up_r, out_r, pidfd])
+    for fd in (down_r, down_w, up_r, up_w, out_r, out_w, pidfd):
         os.close(fd)
 
 
@@ -344,8 +352,12 @@ def fork_probe(template: Template) -> Client:
 
 def end_client(c: Client) -> int:
     """Kill client ``c``'s process (the probe, a spare never used); its pid, to reap
-    (:func:`reap`: its CPU is then counted in the child's, and its pid freed)."""
-    kill(c.pid)
+    (:func:`reap`: its CPU is then counted in the child's, and its pid freed; -1 for one
+    the forker started, which the forker reaps)."""
+    if c.pidfd >= 0:
+        kill_pidfd(c.pidfd)
+    else:
+        kill(c.pid)
     close_pipes(c)
     return c.pid
 
@@ -414,6 +426,15 @@ compact JSON, ``op`` first): a spawn starts a client process, ``gone`` (a crash)
 
 HANDOVER = struct.Struct(">I")
 """The fd socket's message with a client's two pipe ends: that client's id."""
+
+
+def kill_pidfd(pidfd: int) -> None:
+    """SIGKILL the client process of ``pidfd`` (one the forker started) and close it."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.close(pidfd)
 
 
 def kill(pid: int) -> int:

@@ -11,7 +11,7 @@ import os
 import socket
 
 from ..channel import FrameReader, ProtocolError, framed
-from .processes import ENDS, HANDOVER, SPAWN, Forker, Template, end_client, kill, write_all
+from .processes import ENDS, HANDOVER, SPAWN, Forker, Template, end_client, kill_pidfd, write_all
 
 
 class Router:
@@ -32,7 +32,7 @@ class Router:
         self.template, self.down = template, fds[0]
         self.world = FrameReader(fds[0], routed=True)
         self.socket = socket.socket(fileno=fd_socket)
-        self.pids: dict = {}                     # the world's client id -> its process
+        self.pids: dict = {}                     # the world's client id -> its pidfd
         self.spare = self.forker = None
         self.forked = 0                          # client processes started (a spare each)
 
@@ -51,8 +51,8 @@ class Router:
                 if left is False or left is None and self.from_world(read=True) is False:
                     return
         finally:
-            for pid in list(self.pids.values()):
-                kill(pid)
+            for pidfd in list(self.pids.values()):
+                kill_pidfd(pidfd)
             if self.spare is not None:
                 end_client(self.spare)
             self.forker.close()
@@ -85,7 +85,7 @@ class Router:
         """One message of the world for client ``cid``; True if it spawned it."""
         if data.startswith(SPAWN) and cid not in self.pids and self.spare is not None:
             c, self.spare = self.spare, None
-            self.pids[cid] = c.pid
+            self.pids[cid] = c.pidfd
             try:
                 write_all(c.down, framed(data))
                 socket.send_fds(self.socket, [HANDOVER.pack(cid)], [c.down, c.up])
@@ -95,5 +95,5 @@ class Router:
             os.close(c.up)
             return True
         if data in ENDS and cid in self.pids:
-            kill(self.pids.pop(cid))
+            kill_pidfd(self.pids.pop(cid))
         return False

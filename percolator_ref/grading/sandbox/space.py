@@ -32,7 +32,7 @@ import os
 import resource
 import secrets
 
-CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND = 2, 4, 8, 4096
 PR_SET_DUMPABLE = 4
 CAP_VERSION_3 = 0x20080522
@@ -114,6 +114,49 @@ class ClientSpace:
     def _fail(self, step: str):
         raise OSError(self.ctypes.get_errno(), f"{step}: {os.strerror(self.ctypes.get_errno())}")
 
+    def nursery(self) -> int:
+        """In the forker (single-threaded): a user namespace and a PID namespace of its own,
+        of which a fork of it becomes the init; only that fork returns, with a descriptor of
+        its PID namespace (:meth:`new_pids`, :meth:`back_to`), or -1 if they could not be made
+        (the forker then forks in the sandbox's PID namespace). The forker itself waits for it
+        and exits as it did."""
+        if not self.own:
+            return -1
+        libc = self.libc
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        try:
+            if libc.unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0:
+                return -1
+            self._write_maps()
+        except OSError:
+            return -1
+        finally:
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        pid = os.fork()
+        if pid:
+            status = os.waitpid(pid, 0)[1]
+            os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 70)
+        return os.open("/proc/self/ns/pid", os.O_RDONLY)
+
+    def new_pids(self) -> None:
+        """The next fork is the init (pid 1) of a PID namespace of its own: its pid, its
+        threads' ids and its parent's (0) are the same in every client."""
+        if self.libc.unshare(CLONE_NEWPID) != 0:
+            self._fail("unshare(CLONE_NEWPID)")
+
+    def back_to(self, nursery: int) -> None:
+        """After that fork: forks go to the nursery's PID namespace again."""
+        if self.libc.setns(nursery, CLONE_NEWPID) != 0:
+            self._fail("setns(CLONE_NEWPID)")
+
+    def _write_maps(self) -> None:
+        for path, text in self.maps:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+
     def _own(self) -> None:
         """A user namespace (this uid and gid mapped to themselves), a mount namespace, a
         tmpfs on the folder, ``/proc`` covered, no capability, :data:`THREADS` threads."""
@@ -121,12 +164,7 @@ class ClientSpace:
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)      # /proc/self/*_map are root's otherwise
         if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
             self._fail("unshare")
-        for path, text in self.maps:
-            fd = os.open(path, os.O_WRONLY)
-            try:
-                os.write(fd, text)
-            finally:
-                os.close(fd)
+        self._write_maps()
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         if libc.mount(b"tmpfs", self.folder.encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                       self.options) != 0:
