@@ -107,7 +107,7 @@ import fcntl, os, shutil
 
 def _sees_another_process():
     """What a client could share with a sibling without the world: which of these works?"""
-    found, other = [], os.getppid()
+    found, other = [], os.getppid() or 2   # 0: its parent is outside its PID namespace
     for name, call in [
             ("its niceness", lambda: os.getpriority(os.PRIO_PROCESS, other)),
             ("its process group's niceness", lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),

@@ -20,8 +20,9 @@ process group; signals, file locks, SysV IPC, keyrings, namespaces, mounts): the
 reach each other only through the world. Nor can a client tell which incarnation
 it is: every client process starts from the same interpreter state (the forker's,
 the same at every fork: not the router's, which changes as it serves the world), in
-the same folder on a disk as empty as every other's, with the same parent (the
-forker) and no ``/proc`` to read.
+the same folder on a disk as empty as every other's, as the init of a PID namespace
+of its own (pid 1, its parent 0, its threads 2, 3, ...: pids were a counter every
+client's threads advanced), with no ``/proc`` to read.
 """
 from __future__ import annotations
 
@@ -242,7 +243,10 @@ class Forker:
     same state. A client forked from the router itself could read how far the router had
     got (its heap, its garbage collector's count of live objects: one more per client
     started); one forked from here finds the same interpreter whichever incarnation it is.
-    ``scrub()`` runs first in the forker's fork (it forgets the router's socket)."""
+    The forker makes a user and a PID namespace of its own first
+    (:meth:`~.space.ClientSpace.nursery`), so that each client can be the init of a PID
+    namespace of its own; the router kills a client by its pidfd. ``scrub()`` runs
+    first in the forker's fork (it forgets the router's socket)."""
 
     def __init__(self, template: Template, scrub: Callable):
         self.template = template

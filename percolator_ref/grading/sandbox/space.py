@@ -22,6 +22,12 @@ same empty folder at the same path. Then Landlock, the seccomp filter and the
 audit hook are installed (a process under Landlock may mount nothing, so Landlock
 comes after the mounts).
 
+Its pid is not news either: the forker (:class:`.processes.Forker`) makes a user
+and a PID namespace once (:meth:`ClientSpace.nursery`) and forks each client as the
+init of a PID namespace of its own (:meth:`ClientSpace.new_pids`): pid 1, parent 0,
+threads 2, 3, ... in every client (the sandbox's pids were a counter that every
+client's threads advanced).
+
 Where the kernel refuses (no unprivileged user namespaces; the template tries once,
 in a throwaway fork), :attr:`ClientSpace.own` is False and the layer line says why:
 each client then has a folder with a random name on the shared disk.
