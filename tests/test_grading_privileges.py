@@ -557,9 +557,12 @@ class Oracle:
 
 
 def test_a_child_filling_its_disk_fills_only_its_own(tmp_path):
-    """The work directory is the child's own tmpfs of DISK_MB: writing 256 MB stops there with
-    "No space left" (ENOSPC), and the grader's temporary folder holds nothing of it."""
+    """The work directory is the child's own tmpfs of DISK_MB, and each client process's
+    folder a tmpfs of its own of space.DISK_MB (:mod:`percolator_ref.grading.sandbox.space`):
+    writing 256 MB stops there with "No space left" (ENOSPC), and the grader's temporary
+    folder holds nothing of it."""
     from grading_helpers import student_notebook
+    from percolator_ref.grading.sandbox import space
     tmp = tmp_path / "gradetmp"
     tmp.mkdir()
     path = student_notebook(tmp_path / "hog.ipynb", 5, DISK_HOG)
@@ -574,8 +577,8 @@ def test_a_child_filling_its_disk_fills_only_its_own(tmp_path):
         pytest.skip(f"no mount namespace here: {layers}")
     assert any("errno 28" in p for p in problems), problems              # ENOSPC, in its own disk
     written = int(problems[0].split("wrote ")[1].split(" MB")[0])
-    assert privileges.DISK_MB - 8 <= written <= privileges.DISK_MB, problems
-    assert "disk quota: its own" in layers, layers
+    assert space.DISK_MB - 4 <= written <= space.DISK_MB <= privileges.DISK_MB, problems
+    assert "disk quota: its own" in layers and "each client its own disk" in layers, layers
     assert list(tmp.iterdir()) == []
 
 

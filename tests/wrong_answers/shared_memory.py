@@ -107,7 +107,7 @@ import fcntl, os, shutil
 
 def _sees_another_process():
     """What a client could share with a sibling without the world: which of these works?"""
-    found, other = [], os.getppid()
+    found, other = [], os.getppid() or 2   # 0: its parent is outside its PID namespace
     for name, call in [
             ("its niceness", lambda: os.getpriority(os.PRIO_PROCESS, other)),
             ("its process group's niceness", lambda: os.setpriority(os.PRIO_PGRP, 0, 19)),
@@ -131,3 +131,104 @@ def _sees_another_process():
 """Run by a client: the channels to another process of the sandbox it finds open. Any one
 of them lets two clients (or two incarnations of one) pass state the world never sees.
 (Exercise 5's files, /dev/shm's too, are the world's virtual disk: not a channel.)"""
+
+INCARNATION_PROBE = '''
+import gc, json, os, sys, threading
+
+
+def _routers():
+    """What the router that forked this process holds (found up the call stack)."""
+    frame, found = sys._getframe(), []
+    while frame is not None:
+        router = frame.f_locals.get("self")
+        if type(router).__name__ == "Router":
+            found.append((router.forked, len(router.template.drain.fds)))
+        frame = frame.f_back
+    return found
+
+
+def _observe():
+    """What this client process can tell of its incarnation before it has heard anything."""
+    seen = {"folder": os.getcwd(), "pid": os.getpid(), "parent": os.getppid(),
+            "thread": threading.get_native_id(), "folder inode": os.stat(".").st_ino,
+            "parent links": os.stat("..").st_nlink, "router": _routers(),
+            "interpreter": {"heap blocks": sys.getallocatedblocks(), "gc": gc.get_count(),
+                            "collections": [g["collections"] for g in gc.get_stats()],
+                            "an address": id(object())}}
+    with open("new-file", "w") as f:           # a new inode's number counts the disk's files
+        seen["new file inode"] = os.fstat(f.fileno()).st_ino
+    try:
+        seen["/proc/self"] = os.readlink("/proc/self")
+    except OSError as exc:
+        seen["/proc/self"] = type(exc).__name__
+    return seen
+
+
+print("OBSERVED " + json.dumps(_observe(), sort_keys=True), flush=True)
+'''
+"""Run by every client process as its answer cells start, having heard nothing: what it
+prints must be the same in each, or a client could tell (and act on) its incarnation."""
+
+ROOM_PROBE = '''
+import errno, json, os, threading
+
+
+def _room(most: int, make):
+    """How many of ``make(i)`` this process can add (then removed): a limit that another
+    process's files or threads bring nearer is a register it sets and this reads."""
+    made = []
+    try:
+        while len(made) < most:
+            made.append(make(len(made)))
+    except (OSError, RuntimeError) as exc:      # PermissionError: the guard's own limit
+        if isinstance(exc, OSError) and exc.errno not in (errno.ENOSPC, errno.EFBIG, errno.EACCES):
+            raise
+    for thing in made:
+        thing.set() if isinstance(thing, threading.Event) else os.remove(thing)
+    return len(made)
+
+
+def _megabyte(i):
+    name = f"fill-{i}"
+    with open(name, "wb") as f:
+        try:
+            f.write(bytes(1 << 20))
+        except OSError:
+            f.close()
+            os.remove(name)
+            raise
+    return name
+
+
+def _file(i):
+    open(f"empty-{i}", "w").close()
+    return f"empty-{i}"
+
+
+def _thread(i):
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, daemon=True).start()
+    return stop
+
+
+threading.stack_size(1 << 16)                   # small stacks: the address space is no limit
+room = {"megabytes": _room(96, _megabyte), "files": _room(6000, _file),
+        "threads": _room(300, _thread)}
+try:                                            # what this process leaves for the next
+    with open("ballast", "wb") as f:
+        f.write(bytes(1 << 20))
+    for i in range(20):
+        open(f"kept-{i}", "w").close()
+except OSError:                                 # the disk is full
+    pass
+try:
+    for i in range(4):
+        _thread(i)                              # and threads that never end
+except RuntimeError:                            # those above not quite gone yet
+    pass
+print("ROOM " + json.dumps(room, sort_keys=True), flush=True)
+'''
+"""Run by every client process as its answer cells start: the room it finds on its disk
+(megabytes, then files) and for threads (all then removed), before it leaves a megabyte,
+20 files and 4 threads behind. The same in each, or the limit is a register between
+incarnations (the disk's size and inodes; the private uid's RLIMIT_NPROC)."""

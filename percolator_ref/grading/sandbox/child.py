@@ -9,18 +9,22 @@ hands it a job on stdin. :func:`child_main` then, in this order:
    checks or the grader;
 2. sets rlimits (address space, CPU seconds, file size, open files, processes,
    no core dumps);
-3. where the kernel has Landlock, restricts itself: writes only under the
-   working directory, reads only the Python installation and the kit's
-   package (not ``grading/``, not the hidden reference's source), no
-   ``execve``, no TCP, no signals to processes outside the sandbox;
+3. makes the user namespace in which each client process will mount its own
+   disk (:mod:`.space`), and, where the kernel has Landlock, the ruleset each
+   client process enforces: writes only in its own folder, reads only the
+   Python installation and the kit's package (not ``grading/``, not the hidden
+   reference's source), no ``execve``, no TCP, no signals to processes outside
+   the sandbox;
 4. runs the pristine context cells, then replaces the hidden reference
    (:func:`hide`) by stubs raising :class:`~..framework.ReferenceHidden`, and
    compiles the answer cells: this state is the template of every client;
-5. forks one process per client incarnation (:mod:`.processes`): each closes
-   every descriptor but its own pipes, installs a seccomp filter (no reading or
-   changing another process's state, no signals, no file locks), moves into
-   its own work subfolder, installs :func:`make_guard` with ``sys.addaudithook``
-   (it cannot be removed): no file written outside that subfolder, no reading of the
+5. has one process forked per client incarnation (:mod:`.processes`): each
+   mounts its own disk on the one client folder and covers ``/proc``
+   (:mod:`.space`), enforces the Landlock ruleset, closes every descriptor but
+   its own pipes, installs a seccomp filter (no reading or changing another
+   process's state, no pid, no signals, no file locks), moves into its folder,
+   installs :func:`make_guard` with ``sys.addaudithook`` (it cannot be
+   removed): no file written outside that folder, no reading of the
    repository (solutions, tests, exercises, .git), the grader's modules, the
    hidden reference, other submissions or the other clients' folders; no
    subprocess, fork, exec, kill, socket, ctypes, sub-interpreter or rlimit
@@ -51,7 +55,9 @@ import types
 import weakref
 
 from ..framework import ANSWER_FILENAME, ReferenceHidden, describe_exception
-from .processes import Router, Seal, Template, probe, sibling_filter, to_world
+from .processes import Template, probe, to_world
+from .router import Router
+from .seccomp import Seal, sibling_filter
 
 BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
         "from percolator_ref.grading.sandbox.child import child_main; child_main()")
@@ -164,9 +170,18 @@ def denied_module(args, modules, _str=str, _isinstance=isinstance, _len=len) -> 
     return path.rsplit("/", 1)[-1].split(".", 1)[0] in modules
 
 
-def fd_inside(event, fd, workdir: str, _readlink=posix.readlink, _str=str, _inside=inside,
-              _OSError=OSError, _PE=PermissionError) -> None:
-    """Refuse ``event`` on file descriptor ``fd`` unless it is a file inside the work dir."""
+def fd_inside(event, fd, workdir: str, device=None, _readlink=posix.readlink, _fstat=posix.fstat,
+              _str=str, _inside=inside, _OSError=OSError, _PE=PermissionError) -> None:
+    """Refuse ``event`` on file descriptor ``fd`` unless it is a file inside the work dir:
+    one of the work dir's own disk when it has one (``device``: its ``st_dev``; a client
+    process has no ``/proc``), else one whose ``/proc/self/fd`` link names a path inside."""
+    if device is not None:
+        try:
+            if _fstat(fd).st_dev == device:
+                return
+        except _OSError:
+            pass
+        raise _PE(f"sandbox: {event} on a file descriptor outside the grading directory is refused")
     try:
         target = _readlink("/proc/self/fd/" + _str(fd))
     except _OSError:
@@ -204,8 +219,8 @@ def check_open(args, rules: tuple, _type=type, _int=int, _str=str, _any=any,
             raise _PE(f"sandbox: opening the device {p} is refused")
 
 
-def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=int, _str=str,
-                _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
+def check_write(event, args, indices, workdir: str, device=None, _len=len, _type=type, _int=int,
+                _str=str, _bytes=bytes, _bool=bool, _any=any, _isinstance=isinstance, _paths=PATH_TYPES,
                 _resolve=resolve, _inside=inside, _fd_events=FD_EVENTS, _fd_inside=fd_inside,
                 _PE=PermissionError) -> None:
     """The rule for path-changing events: every path they write is inside the work dir,
@@ -215,7 +230,7 @@ def check_write(event, args, indices, workdir: str, _len=len, _type=type, _int=i
                                  or (event == "os.rename" and _len(ints) > 0))
     for a in [args[i] for i in indices if i < _len(args)]:
         if _type(a) is _int and event in _fd_events:
-            _fd_inside(event, a, workdir)
+            _fd_inside(event, a, workdir, device)
             continue
         if _type(a) is _int or a is None:
             continue
@@ -246,13 +261,15 @@ exercise did not load before the answer cells may not be imported."""
 
 
 def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tuple,
-               hidden_types: tuple, sealed: tuple = ()):
+               hidden_types: tuple, sealed: tuple = (), device=None):
     """The audit hook enforcing the sandbox's rules (its state is immutable defaults).
-    ``sealed``: prefixes of module names that may no longer be imported (:data:`VARIANTS`)."""
+    ``sealed``: prefixes of module names that may no longer be imported (:data:`VARIANTS`);
+    ``device``: the ``st_dev`` of the work dir's own disk, if it has one (:func:`fd_inside`)."""
     rules = (workdir.rstrip("/"), tuple(allow_read), tuple(deny_read), tuple(hard_deny),
              posix.getpid())
 
     def guard(event, args, _rules=rules, _hidden=hidden_types, _sealed=tuple(sealed),
+              _device=device,
               _events=DENIED_EVENTS,
               _prefixes=DENIED_PREFIXES, _modules=DENIED_MODULES, _writes=WRITE_EVENTS,
               _reads=READ_EVENTS, _open=check_open, _write=check_write, _readable=readable,
@@ -276,7 +293,7 @@ def make_guard(workdir: str, allow_read: tuple, deny_read: tuple, hard_deny: tup
             return
         for name, indices in _writes:
             if name == event:
-                return _write(event, args, indices, _rules[0])
+                return _write(event, args, indices, _rules[0], _device)
         if event in _reads and args and _isinstance(args[0], (_str, _bytes)):
             if not _readable(_resolve(args[0]), _rules):
                 raise _PE(f"sandbox: listing {args[0]!s} is refused during grading")
@@ -385,8 +402,11 @@ def _run(job: dict, report: dict) -> None:
     for target in targets:               # imported while its source is still readable
         _locate(target)
     set_limits(job["limits"])
-    from . import landlock
-    report["landlock"] = landlock.restrict(job["workdir"], job["landlock"])
+    from .landlock import Ruleset
+    from .space import ClientSpace
+    space = ClientSpace(job["workdir"])
+    ruleset = Ruleset(space.room, job["landlock"])    # writes below the clients' folders only
+    report["landlock"], report["spaces"] = ruleset.layer, space.layer
     for name in list(sys.modules):
         if name in DENIED_MODULES or name.startswith("ctypes."):
             del sys.modules[name]
@@ -403,10 +423,13 @@ def _run(job: dict, report: dict) -> None:
     hard = tuple(job["hard_deny"]) + hidden_files + (job["workdir"],)   # but its own folder
     sealed = (VARIANTS,) if targets else ()
 
-    def guard(folder: str):
-        return make_guard(folder, *guard_args[1:], hard, hidden_types, sealed)
+    def guard(folder: str):           # in a client process: no /proc (:mod:`.space`)
+        device = os.stat(folder).st_dev if space.own else None
+        return make_guard(folder, *guard_args[1:], hard + ("/proc",), hidden_types, sealed,
+                          device)
     codes, error = _compile_answer(job)
-    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()))
+    template = Template(spec, namespace, codes, guard, job["workdir"], Seal(sibling_filter()),
+                        space=space, landlock=ruleset if ruleset.fd >= 0 else None)
     report["guarded"] = True          # every client installs the guard before the answer runs
     serve_channel(job["channel"], template, error, report, job["fd_socket"])
 
@@ -433,7 +456,7 @@ def serve_channel(fds, template: Template, error: str, report, fd_socket: int) -
         report["answer_error"] = error
         to_world(fds[1], {"op": "answer_error", "text": error})
         return
-    layers = "; ".join(str(report[k]) for k in ("landlock", "isolation") if report.get(k))
+    layers = "; ".join(str(report[k]) for k in ("landlock", "isolation", "spaces") if report.get(k))
     to_world(fds[1], {"op": "ready", "landlock": layers})
     router = Router(template, fds, fd_socket)
     try:

@@ -1,7 +1,9 @@
 """Landlock (Linux >= 5.13): the kernel's file, network and signal sandbox for the grading child.
 
-:func:`restrict` is called by the child before any student code runs. After it,
-the process and everything it could start may only:
+The child builds a :class:`Ruleset` before any student code runs, and each client
+process enforces it (:meth:`Ruleset.enforce`) once its own disk is mounted (a
+process under Landlock may mount nothing); :func:`restrict` does both at once.
+After it, the process and everything it could start may only:
 
 - read the directories in ``spec["read_dirs"]`` and the single files in
   ``spec["read_files"]``, list the directories in ``spec["list_dirs"]``;
@@ -31,21 +33,60 @@ FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14) | (1 << 15)   # + TRU
 
 def restrict(workdir: str, spec: dict) -> str:
     """Restrict this process with Landlock; return ``"landlock ABI N"`` or why not."""
-    if not sys.platform.startswith("linux"):
-        return f"unavailable: {sys.platform} is not Linux"
+    rules = Ruleset(workdir, spec)
     try:
-        import ctypes
-    except ImportError as exc:
-        return f"unavailable: {exc}"
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
+        return rules.enforce()
+    finally:
+        if rules.fd >= 0:
+            os.close(rules.fd)
+
+
+class Ruleset:
+    """A Landlock ruleset built once (in the sandbox's template) and enforced by each
+    process that needs it (:meth:`enforce`: two calls, in a client process).
+
+    ``fd``: the ruleset (-1 if none could be built); ``layer``: ``"landlock ABI N"`` or
+    why Landlock is unavailable. Rules are bound to the files they name, so the ruleset
+    holds wherever those files are mounted when it is enforced.
+    """
+
+    def __init__(self, workdir: str, spec: dict):
+        self.fd, self.layer = -1, ""
+        if not sys.platform.startswith("linux"):
+            self.layer = f"unavailable: {sys.platform} is not Linux"
+            return
+        try:
+            import ctypes
+        except ImportError as exc:
+            self.layer = f"unavailable: {exc}"
+            return
+        self.ctypes, self.libc = ctypes, ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.fd, self.layer = _build(ctypes, self.libc, workdir, spec)
+
+    def enforce(self) -> str:
+        """Restrict this process (and all it starts) for good; ``"landlock ABI N"`` or why
+        not. The ruleset's descriptor stays open (a fork closes its own copy)."""
+        if self.fd < 0:
+            return self.layer
+        errno = self.ctypes.get_errno
+        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return f"unavailable: prctl: {os.strerror(errno())}"
+        if self.libc.syscall(SYS_RESTRICT_SELF, self.fd, self.ctypes.c_uint32(0)) != 0:
+            return f"unavailable: restrict_self: {os.strerror(errno())}"
+        return self.layer
+
+
+def _build(ctypes, libc, workdir: str, spec: dict) -> tuple:
+    """``(ruleset fd, "landlock ABI N")``, or ``(-1, why not)``: writes beneath ``workdir``
+    only, reads as ``spec`` says (see :func:`restrict`)."""
     abi = libc.syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
-        return f"unavailable: {os.strerror(ctypes.get_errno())}"
+        return -1, f"unavailable: {os.strerror(ctypes.get_errno())}"
     handled = ABI_FS_RIGHTS[min(abi, 5)]
     ruleset = _ruleset(ctypes, libc, abi, handled)
     if ruleset < 0:
-        return f"unavailable: create_ruleset: {os.strerror(ctypes.get_errno())}"
+        return -1, f"unavailable: create_ruleset: {os.strerror(ctypes.get_errno())}"
     try:
         allow = _rule_adder(ctypes, libc, ruleset, handled)
         allow(workdir, handled & ~EXECUTE)
@@ -56,13 +97,10 @@ def restrict(workdir: str, spec: dict) -> str:
         for path in spec.get("read_files", ()):
             allow(path, READ_FILE)
         allow("/dev/null", READ_FILE | WRITE_FILE)
-        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return f"unavailable: prctl: {os.strerror(ctypes.get_errno())}"
-        if libc.syscall(SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0)) != 0:
-            return f"unavailable: restrict_self: {os.strerror(ctypes.get_errno())}"
-    finally:
+    except BaseException:
         os.close(ruleset)
-    return f"landlock ABI {abi}"
+        raise
+    return ruleset, f"landlock ABI {abi}"
 
 
 def _ruleset(ctypes, libc, abi: int, handled: int) -> int:

@@ -27,7 +27,9 @@ the others:
   worker that runs the student's code. When the grader kills the child, the
   init dies, and when the worker ends, the init exits: either way the kernel
   kills every process in the namespace, whatever session, process group or
-  double fork it made.
+  double fork it made. The init mounts the namespace's ``/proc``, writable: each
+  client process maps its own user namespace there, then covers ``/proc`` with
+  an empty folder before any student code runs (:mod:`.space`).
 - **A disk quota.** In the private mount namespace the work directory (the
   child's ``HOME`` and ``TMPDIR``) is a ``tmpfs`` of its own of
   :data:`DISK_MB` megabytes: a child that fills it gets "No space left" in its
@@ -63,8 +65,9 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 CAP_VERSION_3 = 0x20080522
 UID_BASE, UID_SPAN = 1_500_000_000, 1_000_000
 """Private uids (and gids) are drawn from ``[UID_BASE, UID_BASE + UID_SPAN)``."""
-NPROC = 64
-"""RLIMIT_NPROC of a private uid: processes it may have at once."""
+NPROC = 160
+"""RLIMIT_NPROC of a private uid: processes and threads it may have at once (far more than
+its client processes run: each at most :data:`.space.THREADS` + 1 tasks)."""
 DISK_MB = 64
 """Size of the child's own work directory (a tmpfs in its mount namespace)."""
 
@@ -366,8 +369,8 @@ def _become_init(libc, layers: list) -> None:
     os.close(status_r)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or not _alive(parent):
         os._exit(70)                      # the parent died before the death signal was set
-    if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-                  None) != 0:
+    if libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,  # writable: the
+                  None) != 0:        # template maps its user namespace; no client sees it (.space)
         layers.append(f"PID namespace (old /proc: {_errno()})")
     else:
         layers.append("PID namespace")

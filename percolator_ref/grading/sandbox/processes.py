@@ -3,26 +3,31 @@
 The sandbox child (:mod:`.child`) becomes a *template* once the context cells
 have run and the reference is hidden: it compiles the answer cells but runs no
 student code itself, and it is not guarded (the guard refuses ``os.fork``).
-Its :class:`Router` then forks, for each ``spawn`` of the trusted world, a
-client process that closes every descriptor but its own pair of pipes,
-installs a seccomp filter (:func:`sibling_filter`), moves into its own work
-subfolder, installs the guard (writes only in that subfolder, no reading of its
-siblings), runs the answer cells and serves that one client
+Its :class:`Router` then has, for each ``spawn`` of the trusted world, a
+client process forked (by the :class:`Forker`, a process forked from the
+template once, which does nothing else) that mounts its own disk on the one client folder and covers
+``/proc`` (:mod:`.space`), enforces the Landlock ruleset, closes every
+descriptor but its own pair of pipes, installs a seccomp filter
+(:func:`~.seccomp.sibling_filter`), moves into its folder, installs the guard (writes only
+in that folder), runs the answer cells and serves that one client
 (:class:`~..client.host.ClientHost`). The router hands the client's pipes to the
 grader, which talks to it directly and knows who speaks by the pipe it reads
 (:class:`~.launcher.ClientPipes`), so a client speaks only for itself; a crash
 (``gone``) or the end of a family (``bye``) kills the process, and a restart is
-a fresh fork. Clients share no memory and no files, and the filter keeps each
-from reading or changing another process's state (its niceness, affinity,
-process group; signals, file locks, the shared disk's free space): they reach
-each other only through the world.
+a fresh fork. Clients share no memory, no files and no disk, and the filter keeps
+each from reading or changing another process's state (its niceness, affinity,
+process group; signals, file locks, SysV IPC, keyrings, namespaces, mounts): they
+reach each other only through the world. Nor can a client tell which incarnation
+it is: every client process starts from the same interpreter state (the forker's,
+the same at every fork: not the router's, which changes as it serves the world), in
+the same folder on a disk as empty as every other's, as the init of a PID namespace
+of its own (pid 1, its parent 0, its threads 2, 3, ...: pids were a counter every
+client's threads advanced), with no ``/proc`` to read.
 """
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import gc
-import itertools
 import json
 import os
 import select
@@ -35,82 +40,15 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..channel import FrameReader, PipeWriter, ProtocolError, framed, routed
+from ..channel import FrameReader, PipeWriter, routed
 from ..client.host import ClientHost
 from ..framework import describe_exception
+from .landlock import Ruleset
+from .seccomp import Seal
+from .space import ClientSpace, shared_folder
 
 PROBE = 0                # the first fork: runs the answer cells once, says whether they fail
 LOCAL = 1                # a client's id in its own process (the world's id is the router's)
-
-
-# -- a client sees no other process: seccomp, in each client process -----------------------
-
-SYS_ARGS = {      # x86_64 syscalls that read or change another process's (or a group's) state:
-    "getpriority": (140, (0, 1)), "setpriority": (141, (0, 1)),   # (number, the arguments that
-    "sched_setparam": (142, (0,)), "sched_getparam": (143, (0,)),  # must be 0: this process)
-    "sched_setscheduler": (144, (0,)), "sched_getscheduler": (145, (0,)),
-    "sched_rr_get_interval": (148, (0,)), "sched_setaffinity": (203, (0,)),
-    "sched_getaffinity": (204, (0,)), "sched_setattr": (314, (0,)), "sched_getattr": (315, (0,)),
-    "getpgid": (121, (0,)), "getsid": (124, (0,)), "prlimit64": (302, (0,)),
-}
-"""Allowed on the client itself (those arguments 0: PRIO_PROCESS and pid 0), refused on any
-other process, its process group or its user: a niceness, an affinity, a process group read
-or set there is a message no world sees."""
-SYS_DENIED = {"kill": 62, "tkill": 200, "setpgid": 109, "ptrace": 101, "rt_sigqueueinfo": 129,
-              "ioprio_set": 251, "ioprio_get": 252, "rt_tgsigqueueinfo": 297,
-              "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
-              "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
-              "flock": 73, "statfs": 137, "fstatfs": 138}
-"""Refused to a client outright (the guard refuses ``os.kill``; these are the kernel's word):
-signals, tracing, another process's memory, and what two clients could share without the
-world: a lock on a file both may read, the free space of the disk they share."""
-FCNTL_LOCKS = (5, 6, 7, 36, 37, 38)   # F_GETLK, F_SETLK, F_SETLKW and their OFD versions
-SYS_FCNTL = 72
-AUDIT_ARCH_X86_64, X32_BIT = 0xC000003E, 0x40000000
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-RET_ALLOW, RET_EPERM = 0x7FFF0000, 0x00050000 | 1
-
-
-def sibling_filter() -> bytes:
-    """The seccomp program (classic BPF) each client installs: on x86_64, the syscalls of
-    :data:`SYS_DENIED`, those of :data:`SYS_ARGS` naming another process, ``fcntl``'s
-    record locks (:data:`FCNTL_LOCKS`) and every x32 syscall fail with EPERM; on another
-    architecture nothing is filtered."""
-    LD, JEQ, JGE, RET = 0x20, 0x15, 0x35, 0x06           # BPF_LD|W|ABS, JMP|JEQ|K, JGE, RET|K
-    prog = [(LD, 0, 0, 4), (JEQ, 0, "allow", AUDIT_ARCH_X86_64),
-            (LD, 0, 0, 0), (JGE, "refuse", 0, X32_BIT)]
-    prog += [(JEQ, "refuse", 0, nr) for nr in sorted(SYS_DENIED.values())]
-    prog += [(LD, 0, 0, 0), (JEQ, 0, 1 + len(FCNTL_LOCKS), SYS_FCNTL),  # fcntl: its command
-             (LD, 0, 0, 24)] + [(JEQ, "refuse", 0, cmd) for cmd in FCNTL_LOCKS]
-    for nr, args in sorted(SYS_ARGS.values()):
-        prog += [(LD, 0, 0, 0), (JEQ, 0, 2 * len(args), nr)]     # not this call: the next one
-        for k, arg in enumerate(args):                          # pid_t, int: the low word
-            prog += [(LD, 0, 0, 16 + 8 * arg),
-                     (JEQ, "allow" if k == len(args) - 1 else 0, "refuse", 0)]
-    prog += [(RET, 0, 0, RET_ALLOW), (RET, 0, 0, RET_EPERM)]
-    at = {"allow": len(prog) - 2, "refuse": len(prog) - 1}
-    return b"".join(struct.pack("<HBBI", code, *(at[j] - pc - 1 if isinstance(j, str) else j
-                                                 for j in (jt, jf)), k)
-                    for pc, (code, jt, jf, k) in enumerate(prog))
-
-
-class Seal:
-    """A seccomp program (:func:`sibling_filter`) made ready in the template, so that a
-    client only makes the two calls that install it (:meth:`install`)."""
-
-    def __init__(self, program: bytes):
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.filters = ctypes.create_string_buffer(program, len(program))
-        self.fprog = ctypes.create_string_buffer(struct.pack(
-            "HxxxxxxQ", len(program) // 8, ctypes.addressof(self.filters)))
-
-    def install(self) -> None:
-        """In this process and every process it starts; it cannot be removed. OSError if
-        the kernel refuses it."""
-        if self.libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-        if self.libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self.fprog, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
 
 
 @dataclass
@@ -119,7 +57,9 @@ class Template:
 
     ``codes``: the compiled answer cells; ``guard(folder)``: the audit hook for a
     client whose work folder is ``folder``; ``workdir``: the sandbox's folder;
-    ``seal``: the seccomp filter of every client (None: none).
+    ``seal``: the seccomp filter of every client (None: none); ``space``: what gives
+    each client its own disk (:class:`~.space.ClientSpace`; None: a folder of
+    the shared disk); ``landlock``: the ruleset each client enforces (None: none).
     """
     spec: object
     namespace: dict
@@ -128,6 +68,8 @@ class Template:
     workdir: str
     seal: Optional[Seal] = None  # the seccomp filter each client installs (:func:`sibling_filter`)
     drain: Optional["Drain"] = None  # copies its clients' output (:class:`Drain`); made if None
+    space: Optional[ClientSpace] = None
+    landlock: Optional[Ruleset] = None
 
     def __post_init__(self):
         if self.drain is None:
@@ -136,10 +78,11 @@ class Template:
 
 @dataclass
 class Client:
-    pid: int
+    pid: int             # the probe's; -1 for a client the forker started (it has a pidfd)
     down: int            # the router writes the world's messages here
     up: int              # and reads the client's here
     reader: FrameReader
+    pidfd: int = -1      # a client the forker started: its pidfd (its pid is not ours)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -164,16 +107,22 @@ def _keep_only(down: int, up: int, output: int) -> tuple:
                         for fd in (down, up, output))
     os.dup2(output, 1)
     os.dup2(output, 2)
-    low = 3
-    for fd in sorted((down, up)):
-        os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, 1 << 16)
+    close_all_but((down, up))
     null = os.open(os.devnull, os.O_RDONLY)
     if null != 0:
         os.dup2(null, 0)
         os.close(null)
     return down, up
+
+
+def close_all_but(keep) -> None:
+    """Close every descriptor above 2 but those in ``keep``."""
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 16)
 
 
 class Drain:
@@ -212,14 +161,22 @@ class Drain:
                     pass
 
 
-def _enter(template: Template, cid: int) -> str:
+def _isolate(template: Template) -> str:
+    """In a fresh fork: its own disk and no ``/proc`` (:meth:`~.space.ClientSpace.enter`),
+    then Landlock; the folder it works in. OSError if a layer could not be set up."""
+    folder = template.space.enter() if template.space else shared_folder(template.workdir)
+    if template.landlock is not None and not template.landlock.enforce().startswith("landlock"):
+        raise OSError("landlock could not be enforced")
+    return folder
+
+
+def _enter(template: Template, folder: str) -> str:
     """In a fresh fork whose descriptors are its pipes only (:func:`_keep_only`): install
     the seccomp filter (:class:`Seal`), move into its folder, install the guard; then run
     the answer cells (returns their error, or ""; OSError if the filter could not be
     installed)."""
     if template.seal is not None:
         template.seal.install()           # OSError: the client does not run
-    folder = os.path.join(template.workdir, f"client-{cid}")
     os.chdir(folder)
     os.environ.update(HOME=folder, TMPDIR=folder)
     sys.addaudithook(template.guard(folder))
@@ -250,20 +207,22 @@ class PipeInbox:
                 return msg if isinstance(msg, dict) else {"op": "gone"}
 
 
-def client_main(template: Template, cid: int, down: int, up: int, output: int) -> None:
-    """A client process: the answer cells, then this one client until it is killed.
+def client_main(template: Template, probing: bool, down: int, up: int, output: int) -> None:
+    """A client process: the answer cells, then this one client until it is killed
+    (``probing``: the probe, which only reports how the answer cells ended).
     The client runs in this process's main thread, on the first message (its spawn).
     It is client :data:`LOCAL` to itself: the world's id for it is the router's to add."""
     try:
-        down, up = _keep_only(down, up, output)
         try:
-            error = _enter(template, cid)
+            folder = _isolate(template)
+            down, up = _keep_only(down, up, output)
+            error = _enter(template, folder)
         except OSError as exc:            # not sealed: no student code runs here
-            if cid != PROBE:
+            if not probing:
                 return
             error = f"(the sandbox could not seal a client process: {exc})"
         out = PipeWriter(up)
-        if cid == PROBE:
+        if probing:
             out.send({"op": "probe", "error": error})
             return
         inbox = PipeInbox(down)
@@ -278,17 +237,117 @@ def client_main(template: Template, cid: int, down: int, up: int, output: int) -
         os._exit(0)
 
 
-def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
-    """Fork client number ``cid`` from the template, with its own pipes and work folder;
-    ``scrub()`` runs first in the fork (it forgets what the router holds of other clients)."""
-    os.makedirs(os.path.join(template.workdir, f"client-{cid}"), exist_ok=True)
+class Forker:
+    """The process every client process is forked from: forked from the template once, as
+    the router starts, it does nothing but fork (:func:`forker_main`), each time from the
+    same state. A client forked from the router itself could read how far the router had
+    got (its heap, its garbage collector's count of live objects: one more per client
+    started); one forked from here finds the same interpreter whichever incarnation it is.
+    The forker makes a user and a PID namespace of its own first
+    (:meth:`~.space.ClientSpace.nursery`), so that each client can be the init of a PID
+    namespace of its own; the router kills a client by its pidfd. ``scrub()`` runs
+    first in the forker's fork (it forgets the router's socket)."""
+
+    def __init__(self, template: Template, scrub: Callable):
+        self.template = template
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            scrub()
+            ours.detach()
+            forker_main(template, theirs)                 # never returns
+        theirs.close()
+        self.socket = ours
+
+    def fork(self) -> Client:
+        """A new client process (its answer cells start running); OSError if the forker
+        has gone."""
+        self.socket.send(b"f")
+        _, fds, _, _ = socket.recv_fds(self.socket, 8, 4)
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            raise OSError("the client forker has gone")
+        self.template.drain.add(fds[2])
+        return Client(-1, fds[0], fds[1], FrameReader(fds[1]), pidfd=fds[3])
+
+    def close(self) -> None:
+        """Let the forker end (it reaps its clients first, so their CPU is counted) and
+        reap it."""
+        self.socket.close()
+        reap([self.pid], wait=True)
+
+
+def forker_main(template: Template, sock: socket.socket) -> None:
+    """The forker: a client process for each byte the router sends (:func:`fork_one`).
+    When the router closes the socket, it waits for the rest and exits. Nothing here
+    changes from one fork to the next: the same descriptors, no collection, nothing kept,
+    and a dry run first, so that every path the loop takes has been taken once before the
+    first client is forked."""
+    try:
+        close_all_but((sock.fileno(), template.landlock.fd if template.landlock else -1))
+        gc.disable()
+        nursery = template.space.nursery() if template.space else -1
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        fork_one(template, ours, True, nursery)
+        for fd in socket.recv_fds(theirs, 8, 4)[1]:
+            os.close(fd)
+        ours.close()
+        theirs.close()
+        reap_dead(wait=True)
+        while sock.recv(1):
+            fork_one(template, sock, False, nursery)
+        while reap_dead(wait=True):
+            pass
+    finally:
+        os._exit(0)
+
+
+def fork_one(template: Template, sock: socket.socket, dry: bool, nursery: int) -> None:
+    """Reap the dead, fork a client process (``dry``: one that exits at once; ``nursery``
+    >= 0: as the init of a PID namespace of its own, :meth:`~.space.ClientSpace.new_pids`),
+    send the router its pidfd and the router's ends of its pipes over ``sock``."""
+    reap_dead()
+    down_r, down_w = os.pipe()
+    up_r, up_w = os.pipe()
+    out_r, out_w = os.pipe()
+    if nursery >= 0:
+        template.space.new_pids()
+    pid = os.fork()
+    if pid == 0:
+        if dry:
+            os._exit(0)
+        gc.enable()
+        client_main(template, False, down_r, up_w, out_w)       # never returns
+    if nursery >= 0:
+        template.space.back_to(nursery)
+    pidfd = os.pidfd_open(pid)
+    socket.send_fds(sock, [b"p"], [down_w, up_r, out_r, pidfd])
+    for fd in (down_r, down_w, up_r, up_w, out_r, out_w, pidfd):
+        os.close(fd)
+
+
+def reap_dead(wait: bool = False) -> bool:
+    """Reap this process's dead children (``wait``: one, waiting for it); False when it has
+    none left to reap now."""
+    try:
+        while os.waitpid(-1, 0 if wait else os.WNOHANG)[0]:
+            if wait:
+                return True
+    except ChildProcessError:
+        pass
+    return False
+
+
+def fork_probe(template: Template) -> Client:
+    """Fork the probe (:func:`probe`) from the template, with its own pipes (and, once it
+    runs, its own disk: :func:`_isolate`)."""
     down_r, down_w = os.pipe()
     up_r, up_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        scrub()
-        client_main(template, cid, down_r, up_w, out_w)       # never returns
+        client_main(template, True, down_r, up_w, out_w)       # never returns
     for fd in (down_r, up_w, out_w):
         os.close(fd)
     template.drain.add(out_r)
@@ -297,8 +356,12 @@ def fork_client(template: Template, cid: int, scrub: Callable) -> Client:
 
 def end_client(c: Client) -> int:
     """Kill client ``c``'s process (the probe, a spare never used); its pid, to reap
-    (:func:`reap`: its CPU is then counted in the child's, and its pid freed)."""
-    kill(c.pid)
+    (:func:`reap`: its CPU is then counted in the child's, and its pid freed; -1 for one
+    the forker started, which the forker reaps)."""
+    if c.pidfd >= 0:
+        kill_pidfd(c.pidfd)
+    else:
+        kill(c.pid)
     close_pipes(c)
     return c.pid
 
@@ -325,7 +388,7 @@ def reap(pids: list, wait: bool) -> None:
 
 def probe(template: Template) -> str:
     """Run the answer cells once in a guarded fork: their error, or ""."""
-    c = fork_client(template, PROBE, lambda: None)
+    c = fork_probe(template)
     try:
         msg = c.reader.receive(3600.0)
     except TimeoutError:
@@ -365,91 +428,17 @@ compact JSON, ``op`` first): a spawn starts a client process, ``gone`` (a crash)
 (the end of its family) kill it."""
 
 
-class Router:
-    """The template's loop: it starts and ends the world's clients; it never carries their
-    messages.
-
-    For each ``spawn`` of the world (a :func:`~.channel.routed` frame on the channel),
-    the router hands the spawn to a spare client process, then passes that client's two
-    pipe ends to the grader over the fd socket (``SCM_RIGHTS``, with the client's id) and
-    closes its own copies: the grader and the client then talk directly, the grader
-    knowing who speaks by the pipe it reads. ``gone`` and ``bye`` kill the client. A
-    spare is forked ahead, at the top of the loop, where the router holds no message
-    (the fork forgets the router's buffers), so a spawn finds one whose answer cells
-    have run already; a second spawn in the same read waits for the next spare.
-    """
-
-    def __init__(self, template: Template, fds, fd_socket: int):
-        self.template, self.down = template, fds[0]
-        self.world = FrameReader(fds[0], routed=True)
-        self.socket = socket.socket(fileno=fd_socket)
-        self.pids: dict = {}                     # the world's client id -> its process
-        self.spare, self.serial = None, itertools.count(PROBE + 1)
-        self.forked = 0                          # client processes started (a spare each)
-        self.dying: list = []                    # killed clients not reaped yet
-
-    def run(self) -> None:
-        gc.freeze()                     # the forks share the template's pages untouched
-        try:
-            while True:
-                reap(self.dying, wait=False)
-                if self.spare is None:
-                    self.spare = fork_client(self.template, next(self.serial), self.scrub)
-                    self.forked += 1
-                left = self.from_world(read=False)       # frames left by a spawn
-                if left is False or left is None and self.from_world(read=True) is False:
-                    return
-        finally:
-            for pid in list(self.pids.values()):
-                self.dying.append(kill(pid))
-            if self.spare is not None:
-                self.dying.append(end_client(self.spare))
-            reap(self.dying, wait=True)
-
-    def scrub(self) -> None:
-        """In a fresh fork: drop the router's buffer (other clients' bytes) and socket."""
-        self.world.buffer = bytearray()
-        self.socket.detach()
-        self.world = self.socket = None
-        self.pids, self.dying = {}, []
-
-    def from_world(self, read: bool):
-        """Act on the world's whole frames (``read``: wait for one read first); False once
-        the world closed the channel (or broke a frame), True if a spawn took the spare
-        and frames may be left, None when none is."""
-        try:
-            if read and not self.world.read_some():
-                return False
-            while True:
-                found = self.world.take()
-                if found is None:
-                    return None
-                (_, cid), data = found
-                if self.to_client(cid, data):
-                    return True
-        except ProtocolError:
-            return False
-
-    def to_client(self, cid: int, data: bytes) -> bool:
-        """One message of the world for client ``cid``; True if it spawned it."""
-        if data.startswith(SPAWN) and cid not in self.pids and self.spare is not None:
-            c, self.spare = self.spare, None
-            self.pids[cid] = c.pid
-            try:
-                write_all(c.down, framed(data))
-                socket.send_fds(self.socket, [HANDOVER.pack(cid)], [c.down, c.up])
-            except OSError:              # the grader is gone: so is the channel
-                pass
-            os.close(c.down)
-            os.close(c.up)
-            return True
-        if data in ENDS and cid in self.pids:
-            self.dying.append(kill(self.pids.pop(cid)))
-        return False
-
-
 HANDOVER = struct.Struct(">I")
 """The fd socket's message with a client's two pipe ends: that client's id."""
+
+
+def kill_pidfd(pidfd: int) -> None:
+    """SIGKILL the client process of ``pidfd`` (one the forker started) and close it."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.close(pidfd)
 
 
 def kill(pid: int) -> int:
