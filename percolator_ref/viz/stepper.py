@@ -433,10 +433,7 @@ class Stepper(FrameCursor):
                     return self.frame
                 self._check_can_move(who)
                 self._branch()
-            self._revive()
-            runner = self._find(who)
-            self.decisions.append(("step", runner.index))
-            self._move(runner)
+            self._move(self._decide("step", who))
             return self.frame
 
     def crash(self, who: Optional[str] = None) -> Frame:
@@ -446,11 +443,15 @@ class Stepper(FrameCursor):
             if self.cursor < len(self.frames) - 1:
                 self._check_can_move(who)
                 self._branch()
-            self._revive()
-            runner = self._find(who)
-            self.decisions.append(("crash", runner.index))
-            self._crash(runner)
+            self._crash(self._decide("crash", who))
             return self.frame
+
+    def _decide(self, kind: str, who) -> _Runner:
+        """Record the choice ``(kind, who)`` and return its runner, parked and ready."""
+        self._revive()
+        runner = self._find(who)
+        self.decisions.append((kind, runner.index))
+        return runner
 
     def run(self, max_frames: int = 500) -> Frame:
         """Step with the default choice until every script has finished."""
