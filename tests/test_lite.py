@@ -323,20 +323,28 @@ print("alive after collections at depth 800; frame", race.cursor, "of", len(race
 
 
 @pytest.mark.timeout(KERNEL_START_S + 180)
-def test_a_parked_stepper_survives_a_deep_collection(lite):
+def test_a_parked_stepper_survives_a_deep_collection(chromium):
     """Issue 28: with a stepper's script parked on a suspended stack (greenlet-pyodide), a
     garbage collection on a deep stack killed Pyodide ("memory access out of bounds"; the
     kernel never answered again). Notebook 05's Run All met it at part 5, whose first import
     of tqdm compiles on a deep stack, and looked like a slow cell. In a browser the stepper
     now leaves nothing parked between calls. The future is raced against a timeout, since a
     dead kernel never resolves it."""
-    base, page = lite
-    fatal = []
-    page.on("console", lambda m: fatal.append(m.text) if "fatal error" in m.text else None)
-    drive.open_notebook(page, base, "notebooks/05_observers_and_notifications.ipynb",
-                        KERNEL_START_S)
-    ms, out = page.evaluate(
-        "async ([run, code]) => Promise.race([eval(run)(code), new Promise(r => setTimeout("
-        "() => r([-1, 'no answer in 120 s']), 120000))])", [EXECUTE, PARKED_THEN_DEEP_GC])
+    base, browser = chromium
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    asked, fatal = [], []
+    context.on("request", lambda r: asked.append(r.url))
+    try:
+        page = context.new_page()
+        page.on("console", lambda m: fatal.append(m.text) if "fatal error" in m.text else None)
+        drive.open_notebook(page, base, "notebooks/05_observers_and_notifications.ipynb",
+                            KERNEL_START_S)
+        ms, out = page.evaluate(
+            "async ([run, code]) => Promise.race([eval(run)(code), new Promise(r => setTimeout("
+            "() => r([-1, 'no answer in 120 s']), 120000))])", [EXECUTE, PARKED_THEN_DEEP_GC])
+    finally:
+        context.close()
     assert fatal == [], fatal[:1]
     assert "alive after collections at depth 800; frame 1 of 1" in out, out
+    outside = [u for u in asked if not u.startswith((base, "data:", "blob:"))]
+    assert not outside, f"the site asked for non-loopback URLs: {outside[:5]}"
