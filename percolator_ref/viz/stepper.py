@@ -29,10 +29,20 @@ a backoff on a lock, a commit wait), never by guessing.
   default a transaction that scans every table) is started to meet the
   locks left behind and clean them up, visibly, frame by frame.
 
+In a browser (Pyodide) no script stays parked between two calls (:attr:`Stepper.replay_each_move`):
+a parked script there is a stack suspended by the browser's stack switching, and a garbage
+collection that starts while the running stack is deep and such a stack is suspended kills the
+interpreter ("memory access out of bounds"; notebook 05 died so in Run All, at its first deep
+import after the observer-race stepper). So each call unwinds the parked scripts before it
+returns (they write nothing while unwinding), and the next move replays the recorded choices
+on a fresh cluster first (deterministic: the frames come out the same), with the collector
+paused until nothing is parked.
+
 Nothing here knows the protocol: the frames are what the tracer reported.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -41,7 +51,8 @@ import greenlet
 from ..services.clock import ManualClock
 from ..errors import ClientCrash
 from ..interceptors import Gate, attach
-from ..harness.greenlets import switch_into
+from ..harness.greenlets import gc_paused, switch_into
+from .browser import IN_BROWSER
 from .tables import CellTable
 
 
@@ -99,6 +110,7 @@ class _Runner:
     last: Optional[tuple] = None      # the last row transaction it completed
     client: Optional[str] = None
     crash_requested: bool = False
+    unwinding: bool = False       # its stack is being unwound (replay_each_move): no more moves
     result: object = None
     error: Optional[BaseException] = None
     waited: float = 0.0           # clock seconds spent in the last move (any wait)
@@ -155,7 +167,13 @@ class Stepper(FrameCursor):
     timestamps). ``setup(cluster)``: runs before the scripts, not stepped
     (e.g. the initial balances). ``cleaner``: the script started after a
     crash (None: none).
+
+    ``replay_each_move`` (class attribute; on in a browser, see the module's docstring): no
+    script stays parked between calls; the next move replays the choices on a fresh cluster,
+    so :attr:`cluster` is a new object after each move (the same state).
     """
+
+    replay_each_move: bool = IN_BROWSER
 
     def __init__(self, scripts, setup: Optional[Callable] = None,
                  make_cluster: Optional[Callable] = None,
@@ -180,11 +198,16 @@ class Stepper(FrameCursor):
         self._home: Optional[greenlet.greenlet] = None   # where a parked script returns
         self.decisions: list = []        # ("step", runner index) / ("crash", runner index)
         self.abandoned: list = []        # (frame index forked at, frames of the old branch)
-        self._start()
+        self._calls = 0                  # public calls under way (replay_each_move)
+        self._unwound = False            # the parked scripts were unwound after the last call
+        self._replaying = False          # rebuilding the runners: the frames are kept
+        with self._call():
+            self._start()
 
     # -- life cycle ----------------------------------------------------------
     def _start(self) -> None:
         self._thread = _thread_root()            # the scripts' stacks live on this thread
+        self._unwound = False                    # fresh runners, parked below
         self.cluster = self._make_cluster()
         if self._setup is not None:
             self._setup(self.cluster)
@@ -203,8 +226,10 @@ class Stepper(FrameCursor):
 
     def reset(self) -> None:
         """Back to the initial frame on a fresh cluster; forget the choices made."""
-        self._restart()
-        self.abandoned = []
+        with self._call():
+            self._unwound = False
+            self._restart()
+            self.abandoned = []
 
     def _restart(self) -> None:
         self._shutdown()
@@ -213,13 +238,57 @@ class Stepper(FrameCursor):
 
     def close(self) -> None:
         """Stop the parked scripts (their clients crash; this just tidies up)."""
-        self._shutdown()
+        with self._call():
+            self._shutdown()
+
+    @contextmanager
+    def _call(self):
+        """One public call. With ``replay_each_move``: the collector paused throughout, and
+        the outermost call unwinds every parked script before it returns."""
+        if not self.replay_each_move:
+            yield
+            return
+        with gc_paused():                # collects once nothing is parked
+            self._calls += 1
+            try:
+                yield
+            finally:
+                self._calls -= 1
+                if self._calls == 0:
+                    self._unwind()
+
+    def _unwind(self) -> None:
+        """End every parked script's stack without a move: GreenletExit at its gate (a row
+        transaction it tries while unwinding gets one too, so the store is untouched). The
+        runners keep their state and labels for the frames; the next move replays."""
+        for runner in self.runners:
+            if runner.state == "parked" and runner.stack and not runner.stack.dead:
+                runner.unwinding = True
+                runner.stack.parent = greenlet.getcurrent()
+                runner.stack.throw(greenlet.GreenletExit)
+                self._unwound = True
+
+    def _revive(self) -> None:
+        """Before a move: after an unwind, the scripts parked at their gates again on a
+        fresh cluster, the recorded choices replayed (the frames and cursor are kept)."""
+        if not self._unwound:
+            return
+        frames, cursor, decisions = self.frames, self.cursor, list(self.decisions)
+        self._unwound, self._replaying = False, True
+        try:
+            self._restart()
+            self._replay(decisions)
+        finally:
+            self._replaying = False
+        self.frames, self.cursor = frames, cursor
 
     def _shutdown(self) -> None:
         same_thread = self._thread is _thread_root()
         for runner in self.runners:
-            if runner.state == "parked" and same_thread:   # another thread cannot switch in:
-                runner.crash_requested = True             # its stacks are just dropped
+            # another thread cannot switch in: its stacks are just dropped (and an unwound
+            # stack has nothing left to stop)
+            if runner.state == "parked" and same_thread and not runner.stack.dead:
+                runner.crash_requested = True
                 self._grant(runner)
         self._recording()
         if self._on_wait in self.cluster.tracer.wait_subscribers:
@@ -263,6 +332,8 @@ class Stepper(FrameCursor):
         runner = self._current()
         if runner is None:
             return                   # not one of ours (e.g. the notebook inspecting)
+        if runner.unwinding:             # no row transaction while its stack unwinds
+            raise greenlet.GreenletExit
         runner.last, runner.pending = runner.pending, (client, table, row, step)
         runner.client = client
         runner.state = "parked"
@@ -351,38 +422,44 @@ class Stepper(FrameCursor):
         From an earlier frame (after ``back()``), the same choice as before
         just shows the stored next frame; another choice replays and branches.
         """
-        self._follow_thread()
-        if self.cursor < len(self.frames) - 1:
-            kind, index = self.decisions[self.cursor]
-            following = self.frames[self.cursor + 1]
-            if kind == "step" and (who is None or who in (self.runners[index].name,
-                                                          following.actor)):
-                self.cursor += 1
-                return self.frame
-            self._check_can_move(who)
-            self._branch()
-        runner = self._find(who)
-        self.decisions.append(("step", runner.index))
-        self._move(runner)
-        return self.frame
+        with self._call():
+            self._follow_thread()
+            if self.cursor < len(self.frames) - 1:
+                kind, index = self.decisions[self.cursor]
+                following = self.frames[self.cursor + 1]
+                if kind == "step" and (who is None or who in (self.runners[index].name,
+                                                              following.actor)):
+                    self.cursor += 1
+                    return self.frame
+                self._check_can_move(who)
+                self._branch()
+            self._move(self._decide("step", who))
+            return self.frame
 
     def crash(self, who: Optional[str] = None) -> Frame:
         """Crash ``who``'s client right after its last row transaction (its next never runs)."""
-        self._follow_thread()
-        if self.cursor < len(self.frames) - 1:
-            self._check_can_move(who)
-            self._branch()
+        with self._call():
+            self._follow_thread()
+            if self.cursor < len(self.frames) - 1:
+                self._check_can_move(who)
+                self._branch()
+            self._crash(self._decide("crash", who))
+            return self.frame
+
+    def _decide(self, kind: str, who) -> _Runner:
+        """Record the choice ``(kind, who)`` and return its runner, parked and ready."""
+        self._revive()
         runner = self._find(who)
-        self.decisions.append(("crash", runner.index))
-        self._crash(runner)
-        return self.frame
+        self.decisions.append((kind, runner.index))
+        return runner
 
     def run(self, max_frames: int = 500) -> Frame:
         """Step with the default choice until every script has finished."""
-        for _ in range(max_frames):
-            if self.finished:
-                return self.frame
-            self.step()
+        with self._call():
+            for _ in range(max_frames):
+                if self.finished:
+                    return self.frame
+                self.step()
         raise RuntimeError(f"still running after max_frames={max_frames} steps")
 
     def _branch(self) -> None:
@@ -460,6 +537,8 @@ class Stepper(FrameCursor):
         return " | ".join(lines)
 
     def _add_frame(self, actor, note: str, events: tuple = (), action: str = "step") -> None:
+        if self._replaying:
+            return                   # rebuilding the runners: these frames are stored already
         frame = Frame(len(self.frames), actor, events, self.cluster.bigtable.dump(), note,
                       self._status(), self.cluster.clock.now(), tuple(self.runnable), action)
         self.frames.append(frame)

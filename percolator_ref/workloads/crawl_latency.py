@@ -36,6 +36,13 @@ PASS_SHARE_OF_HOUR = 1 / 3          # a batch pass at the lowest rate = 20 minut
 COSTS = ("row_transactions", "seconds")
 
 
+def _worker_cpu_time() -> float:
+    """The worker thread's CPU seconds. Pyodide's ``time`` has no ``thread_time``; a
+    browser's Python runs one thread, so there the process's CPU time is that thread's."""
+    clock = getattr(time, "thread_time", None) or time.process_time
+    return clock()
+
+
 @dataclass
 class LatencyPoint:
     """One crawl rate: the median crawl-to-clustering delay of each side, in minutes."""
@@ -50,10 +57,10 @@ class LatencyPoint:
 def _meter(cluster, cost: str):
     """``measure(work) -> cost`` of ``work()`` on ``cluster``, in the unit ``cost`` names."""
     def measure(work) -> float:
-        before, start = cluster.tracer.counts.row_transactions, time.thread_time()
+        before, start = cluster.tracer.counts.row_transactions, _worker_cpu_time()
         work()
         if cost == "seconds":
-            return time.thread_time() - start
+            return _worker_cpu_time() - start
         return float(cluster.tracer.counts.row_transactions - before)
     return measure
 
