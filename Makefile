@@ -8,7 +8,7 @@
 #   make bench-lite   time to a running kernel and to exercise 01's check, in Chromium
 #   make release      build/release/: the student edition (folder, zip, browser site), no answers
 #   make grade-bench  grade 200 notebooks (25 per exercise, right and wrong) with -j 2, timed
-#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades all 157: minutes)
+#   make common-mistakes  docs/common_mistakes.md from tests/wrong_answers/ (grades every entry: minutes)
 #   make por-equivalence  every catalogue entry self-checked with and without partial-order
 #                     reduction: same verdicts? schedules and CPU per family (EXERCISES="1 8")
 #   make recall-equivalence  every catalogue entry graded sandboxed with and without recall

@@ -1,6 +1,6 @@
 """docs/common_mistakes.md is what `percolator common-mistakes` makes of the catalogue.
 
-Regenerating the page grades all 157 wrong answers (minutes), so the fast test compares
+Regenerating the page grades every wrong answer of the catalogue (minutes), so the fast test compares
 what the page records of each entry (its misconception and the digest of its answer cell)
 with the catalogue, and the page's text with what :func:`render` makes of those rows: a
 new, removed, renamed or rewritten entry, or a hand edit, fails it. The slow test grades
