@@ -1,8 +1,8 @@
 """docs/common_mistakes.md is what `percolator common-mistakes` makes of the catalogue.
 
 Regenerating the page grades every wrong answer of the catalogue (minutes), so the fast
-test compares what the page records of each entry (its misconception and the digest of its answer cell)
-with the catalogue, and the page's text with what :func:`render` makes of those rows: a
+test compares what the page records of each entry (its misconception and the digest of its
+answer cell) with the catalogue, and the page's text with what :func:`render` makes of those rows: a
 new, removed, renamed or rewritten entry, or a hand edit, fails it. The slow test grades
 the first entry of every exercise again and compares its row (the check and the feedback
 the grader gives today).
