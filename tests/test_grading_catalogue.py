@@ -91,6 +91,8 @@ CLOSED = {   # issue 30's classes closed by one check each: entries only that ch
         "first_timestamp above the persisted mark wins",
     (5, "overwrites a fixed-width record in place (never emptied, so never lost)"):
         "every crash point",
+    (10, "commits the primary as a put (Write(start_ts)), whatever its lock's kind"):
+        "every lock prewritten: a reader of the primary",
     (9, "a holder alive again keeps its primary lock: nothing to resolve"):
         "every interleaving of a reader (your cleanup) of the secondary with a transfer whose "
         "holder stalls past its TTL after every prewrite landed",

@@ -253,3 +253,12 @@ if commit_ts is not None or lock is None:
 ''', '')),                              # it claimed the primary: no need to look again
 })
 INTERLEAVING |= {"claims the primary first (erases its lock) so that no other reader resolves it"}
+
+
+# A transfer that deletes its primary: the resolution commits it as the lock says (lock.kind).
+# Only the primary reader's check's second value class (the primary deleted) shows this; before,
+# every lock of every check was a put.
+WRONG.update({
+    "commits the primary as a put (Write(start_ts)), whatever its lock's kind": _answer(
+        decide=DECIDE.replace("Write(start_ts, lock.kind)", "Write(start_ts)")),
+})
