@@ -93,6 +93,8 @@ CLOSED = {   # issue 30's classes closed by one check each: entries only that ch
         "every crash point",
     (10, "commits the primary as a put (Write(start_ts)), whatever its lock's kind"):
         "every lock prewritten: a reader of the primary",
+    (10, "a secondary's prewrite landed when its data is there"):
+        "every lock prewritten: a reader of the primary",
     (9, "a holder alive again keeps its primary lock: nothing to resolve"):
         "every interleaving of a reader (your cleanup) of the secondary with a transfer whose "
         "holder stalls past its TTL after every prewrite landed",

@@ -255,10 +255,16 @@ if commit_ts is not None or lock is None:
 INTERLEAVING |= {"claims the primary first (erases its lock) so that no other reader resolves it"}
 
 
-# A transfer that deletes its primary: the resolution commits it as the lock says (lock.kind).
-# Only the primary reader's check's second value class (the primary deleted) shows this; before,
-# every lock of every check was a put.
+# A transfer that deletes its primary and a secondary: the resolution commits the primary as the
+# lock says (lock.kind), and a secondary's delete lock (no data) is a prewrite that landed. Only
+# the primary reader's check's second value class (deletes) shows these; before, every lock of
+# every check was a put.
 WRONG.update({
     "commits the primary as a put (Write(start_ts)), whatever its lock's kind": _answer(
         decide=DECIDE.replace("Write(start_ts, lock.kind)", "Write(start_ts)")),
+    "a secondary's prewrite landed when its data is there": _answer(
+        check="from percolator_ref.model import data_col\n" + CHECK.replace('''        other = rows.held_lock(rt, cell.column, start_ts)
+''', '''        landed = rt.read(data_col(cell.column), start_ts, start_ts)   # its prewrite's data
+        other = rows.held_lock(rt, cell.column, start_ts) if landed is not None else None
+''')),
 })

@@ -189,7 +189,8 @@ def _committed_ok(w, got, p, row: str, deleted: bool = False) -> None:
                                   f"{value}; it {said(got)}")
 
 
-WRITTEN, DELETED = "the primary written", "the primary deleted"
+WRITTEN, DELETED = ("every cell written", "the primary and a secondary deleted (locks of kind "
+                                            "DELETE, no data)")
 
 
 @exercise.check("every lock prewritten: a reader of the primary commits it at the largest "
@@ -197,9 +198,12 @@ WRITTEN, DELETED = "the primary written", "the primary deleted"
 def _committed_primary(trial, p):
     p = dict(p, mct=sorted(p["mct"], reverse=True))       # the primary's own is the largest
     for value_class in trial.each_class():
-        w = _crashed(trial, p, deleted=("Bob",) if value_class == DELETED else ())
-        lock = w.cluster.bigtable.versions(TABLE, "Bob", lock_col("bal"))[0][1]
-        trial.covered(value_class, DELETED if lock.kind is WriteKind.DELETE else WRITTEN)
+        w = _crashed(trial, p, deleted=("Bob", "Joe") if value_class == DELETED else ())
+        kinds = {w.cluster.bigtable.versions(TABLE, row, lock_col("bal"))[0][1].kind
+                 for row in ("Bob", "Joe")}
+        trial.covered(value_class, {frozenset({WriteKind.PUT}): WRITTEN,
+                                    frozenset({WriteKind.DELETE}): DELETED}.get(frozenset(kinds),
+                                                                                "other"))
         _committed_ok(w, _read(w, p["s_r"], "Bob"), p, "Bob", value_class == DELETED)
 
 
