@@ -95,6 +95,10 @@ CLOSED = {   # issue 30's classes closed by one check each: entries only that ch
         "every lock prewritten: a reader of the primary",
     (10, "a secondary's prewrite landed when its data is there"):
         "every lock prewritten: a reader of the primary",
+    (10, "the missing secondary's rollback record at a fresh timestamp, above every other"):
+        "a secondary never prewritten",
+    (10, "the primary rolled back without a record (the missing secondary holds it)"):
+        "a secondary never prewritten",
     (9, "a holder alive again keeps its primary lock: nothing to resolve"):
         "every interleaving of a reader (your cleanup) of the secondary with a transfer whose "
         "holder stalls past its TTL after every prewrite landed",

@@ -302,6 +302,17 @@ def _missing_ok(w, got, p, value_class) -> None:
         require(getattr(lock, "client", None) == "X" and data == p["x2"],
                 f"{rule}; X's lock and data on {where}.bal at {p[stamp]} are not yours to touch, "
                 f"and they are gone or changed")
+    if where == "Ann":                          # W's primary was prewritten: both get a record
+        for row, what in (("Ann", "where its prewrite never landed, in the row transaction that "
+                                  "found it missing"),
+                          ("Bob", "its primary, whose lock and data are erased")):
+            record = dict(w.cluster.bigtable.versions(TABLE, row, write_col("bal"))).get(p["s_w"])
+            require(isinstance(record, Write) and record.kind is WriteKind.ROLLBACK
+                    and record.start_ts == p["s_w"],
+                    f"{rule}: a rollback record at W's own start_ts {p['s_w']} on {row}.bal, "
+                    f"{what} (a later prewrite of W there is refused; at another timestamp it "
+                    f"would stand in other transactions' way); {row}.bal's write record at "
+                    f"{p['s_w']}: {record}")
     require(returned(got, p["j0"]), f"{rule}; the reader then reads {p['j0']}; it {said(got)}")
 
 
