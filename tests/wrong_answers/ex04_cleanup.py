@@ -306,3 +306,24 @@ WRONG.update({
     "rolling forward always sets the notification":
         _notify("True                       # a roll-forward is a new write: notify it"),
 })
+
+
+# W committed at its primary and died; a later transaction V then wrote the primary (its lock was
+# gone): the primary's newest write record is V's. Only the roll-forward check's second primary
+# class shows this (issue 30's class 2, the committed side).
+WRONG.update({
+    "the primary's newest write record decides: W's start_ts there means committed": _answer(
+        primary='''\
+primary = Cell(*lock.primary)
+with session.row_transaction(primary.table, primary.row, Step.CLEANUP_PRIMARY) as rt:
+    newest = rt.read(write_col(primary.column))          # the primary's latest commit
+    if newest is not None and newest[1].start_ts == lock.start_ts:
+        commit_ts = newest[0]                            # it is ours: committed there
+    else:
+        commit_ts = None
+        if rows.held_lock(rt, primary.column, lock.start_ts) is not None:
+            rows.apply(rt, rows.rollback_writes(primary.column, lock.start_ts))
+if lock.is_primary:
+    return
+'''),
+})

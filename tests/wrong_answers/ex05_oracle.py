@@ -389,3 +389,74 @@ WRONG.update({
 assert all(WRONG[name] not in (WRONG[IN_PLACE], WRONG[REMOVES]) for name in list(WRONG)[-2:])
 INTERLEAVING |= {"overwrites the mark in place and jumps a thousand ranges ahead on an empty file",
                  "prefers the temporary file a crash left behind (it holds the newer mark)"}
+
+
+# A restart with first_timestamp above the mark whose range is allocated from the old mark (the
+# timestamp served lies above the mark then on disk), and a torn write that keeps only a short
+# prefix (a fixed-width record keeps its whole mark in the first half of what it wrote): only the
+# first_timestamp check's persistence rule and the crash check's one-character torn write show
+# these.
+WRONG.update({
+    "allocates each range right after the last, even when first_timestamp jumped past them": '''
+import os
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                mark = int(f.read())
+        self.next = max(first_timestamp, mark)
+        self.limit = mark if mark else self.next     # the allocated ranges end at the mark
+
+    def get_timestamp(self):
+        if self.next >= self.limit:                  # allocate the next range, right after the last
+            self.limit += self.range_size
+            if self.state_path is not None:
+                tmp = self.state_path + ".tmp"
+                with open(tmp, "w") as f:
+                    f.write(str(self.limit))
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.state_path)
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+    "overwrites a fixed-width record in place (never emptied, so never lost)": '''
+import os
+
+WIDTH = 20                      # a fixed-width record: rewriting it never leaves stale digits
+
+
+class Oracle:
+    def __init__(self, state_path, first_timestamp=1, range_size=1000):
+        self.state_path, self.range_size = state_path, range_size
+        mark = 0
+        if state_path is not None and os.path.exists(state_path):
+            with open(state_path) as f:
+                text = f.read().strip()
+            mark = int(text) if text else 0      # empty: created, nothing served yet
+        self.next = max(first_timestamp, mark)
+        self.limit = self.next
+
+    def _save(self, mark):
+        # overwrite the record in place: one write, and the file is never emptied first
+        mode = "r+" if os.path.exists(self.state_path) else "w"
+        with open(self.state_path, mode) as f:
+            f.seek(0)
+            f.write(str(mark).ljust(WIDTH))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def get_timestamp(self):
+        if self.next >= self.limit:
+            self.limit = self.next + self.range_size
+            if self.state_path is not None:
+                self._save(self.limit)
+        ts, self.next = self.next, self.next + 1
+        return ts
+''',
+})
+INTERLEAVING |= {"overwrites a fixed-width record in place (never emptied, so never lost)"}

@@ -142,8 +142,9 @@ decided = max(found) if found else None
 }
 
 INTERLEAVING = {
-    "a missing secondary is rolled back, but nothing is written there",
-    "the rollback record goes on the primary only",
+    # "a missing secondary is rolled back, but nothing is written there" and "the rollback
+    # record goes on the primary only": no longer here: the missing-secondary check reads the
+    # rollback record at start_ts on the missing secondary with one client.
     "the missing secondary's record is written in a row transaction of its own",
     "a secondary without a lock is missing (committed ones too)",
 }
@@ -253,3 +254,34 @@ if commit_ts is not None or lock is None:
 ''', '')),                              # it claimed the primary: no need to look again
 })
 INTERLEAVING |= {"claims the primary first (erases its lock) so that no other reader resolves it"}
+
+
+# A transfer that deletes its primary and a secondary: the resolution commits the primary as the
+# lock says (lock.kind), and a secondary's delete lock (no data) is a prewrite that landed. Only
+# the primary reader's check's second value class (deletes) shows these; before, every lock of
+# every check was a put.
+WRONG.update({
+    "commits the primary as a put (Write(start_ts)), whatever its lock's kind": _answer(
+        decide=DECIDE.replace("Write(start_ts, lock.kind)", "Write(start_ts)")),
+    "a secondary's prewrite landed when its data is there": _answer(
+        check="from percolator_ref.model import data_col\n" + CHECK.replace('''        other = rows.held_lock(rt, cell.column, start_ts)
+''', '''        landed = rt.read(data_col(cell.column), start_ts, start_ts)   # its prewrite's data
+        other = rows.held_lock(rt, cell.column, start_ts) if landed is not None else None
+''')),
+})
+
+
+# A rollback that fences with a record elsewhere than the rolled-back transaction's own
+# start_ts, or not at all on its primary: only the missing-secondary check's records (at
+# start_ts, on the missing secondary and on the rolled-back primary) show these.
+WRONG.update({
+    "the missing secondary's rollback record at a fresh timestamp, above every other": _answer(
+        check=CHECK.replace(
+            "rows.apply(rt, [(write_col(cell.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])",
+            "rows.apply(rt, [(write_col(cell.column), self.session.timestamp(),   # newest: seen first\n"
+            "                 Write(start_ts, WriteKind.ROLLBACK))])")),
+    "the primary rolled back without a record (the missing secondary holds it)": _answer(
+        decide=DECIDE.replace('''        rows.apply(rt, rows.rollback_writes(primary.column, start_ts) + [
+            (write_col(primary.column), start_ts, Write(start_ts, WriteKind.ROLLBACK))])''',
+                              '''        rows.apply(rt, rows.rollback_writes(primary.column, start_ts))   # the secondary's record fences it''')),
+})

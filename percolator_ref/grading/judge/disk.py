@@ -69,12 +69,13 @@ class Disk:
             self.files[name] = ""
         return self.files[name]
 
-    def torn(self, path: str, data) -> None:
-        """A crash in the middle of a write of ``data`` to ``path``: the file holds the first
-        half of its characters (rounded down), the rest never reached the disk (a write into a
-        file ``open(path, "w")`` emptied, or a new one, leaves a prefix of what it wrote)."""
+    def torn(self, path: str, data, keep=lambda n: n // 2) -> None:
+        """A crash in the middle of a write of ``data`` to ``path``: the file holds its first
+        ``keep(len(data))`` characters (default: half, rounded down), the rest never reached the
+        disk (a write into a file ``open(path, "w")`` emptied, or a new one, leaves a prefix of
+        what it wrote)."""
         if isinstance(data, str) and self.name(path):
-            self.apply("put", path, data=data[:len(data) // 2])
+            self.apply("put", path, data=data[:keep(len(data))])
 
     def _put(self, name, to, data, mode):
         if name == "" or not isinstance(data, str) or len(data) > DISK_MAX_FILE:

@@ -192,20 +192,42 @@ def _back_primary_ok(obs, p):
 
 # -- 3. rolling forward ------------------------------------------------------------------------
 
+COMMITTED, COMMITTED_REWRITTEN = ("its primary's newest write record W's",
+                                  "its primary committed by W, then written by a later transaction")
+
+
+def _committed_class(w, p) -> str:
+    """Whether W's write record on the primary Bob.bal is its newest, or a later transaction's
+    write record stands above it."""
+    found = versions_in(w.cells(), "Bob", "bal:write")
+    ours = [ts for ts, v in found if is_write(v, p["s_w"])]
+    if not ours:
+        return "other"
+    return COMMITTED if found[0][0] == ours[0] else COMMITTED_REWRITTEN
+
+
 @exercise.check("crashed after its commit point: roll forward at the primary's commit_ts",
-                params=_p("s0", "c0", "s_w", "c_w", "s_r"))
+                params=_p("s0", "c0", "s_w", "c_w", "s_v", "c_v", "s_r"),
+                classes=(COMMITTED, COMMITTED_REWRITTEN))
 def _forward(trial, p):
-    w, _ = _crashed(trial, p, committed=True)
-    _forward_ok(_read(w, p, "Joe"), p)
+    for value_class in trial.each_class():
+        w, _ = _crashed(trial, p, committed=True)
+        if value_class == COMMITTED_REWRITTEN:      # W's primary lock is gone: V writes Bob.bal
+            w.committed({("Bob", "bal"): p["b2"]}, p["s_v"], p["c_v"])
+        trial.covered(value_class, _committed_class(w, p))
+        _forward_ok(_read(w, p, "Joe"), p, value_class)
 
 
-def _forward_ok(obs, p):
-    _rolled_forward(obs, p, "data", p["j1"])
+def _forward_ok(obs, p, value_class=COMMITTED):
+    _rolled_forward(obs, p, "data", p["j1"], later=value_class == COMMITTED_REWRITTEN)
 
 
-def _rolled_forward(obs, p, kind: str, value) -> None:
-    rule = (f"W's primary Bob.bal has a write record at {p['c_w']} pointing at {p['s_w']}: W "
-            f"committed, at {p['c_w']} for every cell. Roll Joe.bal forward: a write record "
+def _rolled_forward(obs, p, kind: str, value, later: bool = False) -> None:
+    rule = (f"W's primary Bob.bal has a write record at {p['c_w']} pointing at {p['s_w']}"
+            + (f" (and above it V's, at {p['c_v']} pointing at {p['s_v']}: V wrote Bob.bal "
+               f"after W committed; the record that decides is the one pointing at the lock's "
+               f"start_ts)" if later else "")
+            + f": W committed, at {p['c_w']} for every cell. Roll Joe.bal forward: a write record "
             f"'{kind} @ {p['s_w']}' at the primary's commit_ts {p['c_w']}, the lock erased")
     cells = obs.get("cells")
     record = value_at(cells, "Joe", "bal:write", p["c_w"])

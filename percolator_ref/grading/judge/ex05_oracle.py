@@ -18,8 +18,8 @@ on it (open, write, replace, ...) is a message the world applies and records
 client the world stops answering at one of its disk calls; a restart is a new
 oracle object (a fresh client) on the same disk. The last check crashes the
 oracle at every disk call of a run with restarts, and in the middle of every
-write (the file then holds the first half of the characters written: a torn
-write), and restarts it there. ``first_timestamp`` and ``range_size`` come from
+write (a torn write: the file then holds the first half of the characters written,
+or only the first of them), and restarts it there. ``first_timestamp`` and ``range_size`` come from
 the per-run secret; which crash points run does not.
 """
 from __future__ import annotations
@@ -47,9 +47,10 @@ def _sizes(rng) -> dict:
 
 class OracleWorld(TrustedWorld):
     """A world whose disk holds the oracle's state; ``crash_at``: the disk call that kills
-    (before it applies; ``torn``: half-way through it, a write of which the first half lands)."""
+    (before it applies; ``torn``: part-way through it, a write of which only a prefix lands:
+    :data:`TORN` names how much)."""
 
-    def __init__(self, trial, crash_at=None, torn: bool = False):
+    def __init__(self, trial, crash_at=None, torn=None):
         super().__init__(trial.hub, trial.p["t0"], trial.deadline)
         trial.worlds.append(self)
         self.disk, self.crash_at, self.torn = Disk(), crash_at, torn
@@ -62,7 +63,7 @@ class OracleWorld(TrustedWorld):
         if msg["fn"] in DISK_MUTATIONS and self.disk.mutations + 1 == self.crash_at:
             self.crash_at = None                    # one crash per run
             if self.torn:
-                self.disk.torn(msg["path"], msg["data"])
+                self.disk.torn(msg["path"], msg["data"], TORN[self.torn])
                 self.torn_write = (self.disk.name(msg["path"]), msg["data"])
                 self.note(c, "disk", self.disk_events(c, before),
                           value=f"torn put {msg['path'][:200]}")
@@ -267,9 +268,17 @@ def _first_above(trial, p):
     require(after == later,
             f"restarted with first_timestamp={later} above the persisted mark {m}, the oracle "
             f"must start at max(first_timestamp, mark) = {later}; it served {after}")
+    _persisted_first(w)          # its first range is allocated from `later`, not from the mark
 
 
 # -- 4. a crash at every disk call ------------------------------------------------------------
+
+# How much of a torn write lands (the contract: "only the first part of what was written", any
+# prefix): half of it, and its first character alone (a state file padded or written with a
+# suffix keeps its whole mark in the first half). Enumerated, in this order, never drawn.
+TORN = {"half-way": lambda n: n // 2, "one character": lambda n: min(1, n)}
+TORN_AT = {"half-way": "half-way through", "one character": "one character into"}
+
 
 def _script(w, p) -> None:
     """Serve past a range end, restart and serve, restart twice in a row, serve."""
@@ -286,15 +295,15 @@ def _script(w, p) -> None:
             _value(out)
 
 
-def _after_crash(w, p, k: int, torn: bool = False) -> None:
-    """The oracle crashed at disk call ``k`` (``torn``: half-way through that write): a restarted
-    oracle must serve above all served."""
+def _after_crash(w, p, k: int, torn=None) -> None:
+    """The oracle crashed at disk call ``k`` (``torn``: part-way through that write, a key of
+    :data:`TORN`): a restarted oracle must serve above all served."""
     served = [ts for ts, _ in w.served]
     text = w.disk.files.get(NAME)
     where = f"at its disk call {k}"
     if torn and w.torn_write:
         name, data = w.torn_write
-        where = (f"half-way through writing {str(data)[:24]!r} to {str(name)[:40]} (disk call {k}"
+        where = (f"{TORN_AT[torn]} writing {str(data)[:24]!r} to {str(name)[:40]} (disk call {k}"
                  f"; {str(w.disk.files.get(name))[:24]!r} landed)")
     c = w.start(p, label="restarted")
     require(not c.crashed and c.answer is not None and "raised" not in c.answer,
@@ -320,7 +329,7 @@ def _crashes(trial, p):
     kinds = list(w.disk.kinds)
     trial.runs += 1
     for k, kind in enumerate(kinds, 1):           # before each disk call; half-way through a write
-        for torn in (False, True) if kind == "put" else (False,):
+        for torn in (None, *TORN) if kind == "put" else (None,):
             trial.runs += 1
             w = OracleWorld(trial, crash_at=k, torn=torn)
             _as_counterexample(w, k, lambda: (_script(w, p), _after_crash(w, p, k, torn)), torn)
@@ -335,13 +344,13 @@ def _uncrashed(w, p) -> None:
     _persisted_first(w)
 
 
-def _as_counterexample(w, k: int, run, torn: bool = False) -> None:
+def _as_counterexample(w, k: int, run, torn=None) -> None:
     """Run one crash point (0: none); a failure is reported with the run's steps."""
     try:
         run()
     except Counterexample:
         raise
     except Fail as exc:                 # crash points run in order: the first failing is shortest
-        where = (("crash", f"disk call {k}" + (", torn" if torn else "")) if k
+        where = (("crash", f"disk call {k}" + (f", torn {torn}" if torn else "")) if k
                  else ("go", "no crash"))
         raise Counterexample(str(exc), w.log, (where,), k + 1) from None

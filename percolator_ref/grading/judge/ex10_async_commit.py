@@ -89,14 +89,17 @@ class AsyncWorld(TrustedWorld):
 
     def async_locked(self, values: dict, start: int, client: str, min_commit: list) -> None:
         """``values`` prewritten with async commit at ``start`` by ``client``: the first cell
-        the primary, listing the others; lock i carries ``min_commit[i]``."""
+        the primary, listing the others; lock i carries ``min_commit[i]``; a value None is a
+        delete (a lock of kind DELETE, no data)."""
         self.stamp(start)
         cells = [Cell(TABLE, row, column) for row, column in values]
         for i, ((row, column), value) in enumerate(values.items()):
-            lock = TiKVLock(start, cells[0], i == 0, client, WriteKind.PUT,
+            kind = WriteKind.DELETE if value is None else WriteKind.PUT
+            lock = TiKVLock(start, cells[0], i == 0, client, kind,
                             min_commit_ts=min_commit[i], secondaries=tuple(cells[1:]) if i == 0 else ())
             with self.row(row) as rt:
-                rt.write(data_col(column), start, value)
+                if value is not None:
+                    rt.write(data_col(column), start, value)
                 rt.write(lock_col(column), start, lock)
         self.cluster.lockservice.register(client)
 
@@ -113,12 +116,13 @@ class AsyncWorld(TrustedWorld):
 
 # -- what the checks build and read -----------------------------------------------------------
 
-def _crashed(trial, p, rows_locked=ROWS):
+def _crashed(trial, p, rows_locked=ROWS, deleted=()):
     """Bob, Joe, Ann committed at (s0, c0); W prewrote a transfer of ``rows_locked`` with
-    async commit at s_w (Bob primary, listing Joe and Ann) and died."""
+    async commit at s_w (Bob primary, listing Joe and Ann; the rows ``deleted`` deleted) and
+    died."""
     w = AsyncWorld(trial)
     w.committed({(row, "bal"): p[f"{row[0].lower()}0"] for row in ROWS}, p["s0"], p["c0"])
-    values = {(row, "bal"): p[f"{row[0].lower()}1"] for row in ROWS}
+    values = {(row, "bal"): None if row in deleted else p[f"{row[0].lower()}1"] for row in ROWS}
     w.async_locked({k: v for k, v in values.items() if k[0] in rows_locked}, p["s_w"], "W",
                    p["mct"])
     if rows_locked != ROWS:                    # the primary lists every cell all the same
@@ -162,7 +166,7 @@ def _committed(trial, p):
     _committed_ok(w, got, p, "Joe")
 
 
-def _committed_ok(w, got, p, row: str) -> None:
+def _committed_ok(w, got, p, row: str, deleted: bool = False) -> None:
     want = max(p["mct"])
     rule = (f"W (start_ts {p['s_w']}) prewrote every cell with async commit: its primary lists "
             f"Joe.bal and Ann.bal and every lock is there, so W is committed, at the largest "
@@ -174,17 +178,33 @@ def _committed_ok(w, got, p, row: str) -> None:
     require(_commit_ts_of(w, row, p["s_w"]) == want,
             f"{rule}: resolve_primary returns {want} and {row}.bal is rolled forward at it; "
             f"{row}.bal's commit: {_commit_ts_of(w, row, p['s_w'])}")
-    value = p[f"{row[0].lower()}1"]
+    if deleted:
+        record = next((v for ts, v in w.cluster.bigtable.versions(TABLE, row, write_col("bal"))
+                       if ts == want), None)
+        require(isinstance(record, Write) and record.kind is WriteKind.DELETE,
+                f"{rule}. W deletes {row}.bal (its lock is of kind DELETE, lock.kind): its commit "
+                f"record is a delete too; yours at {want}: {record}")
+    value = None if deleted else p[f"{row[0].lower()}1"]
     require(returned(got, value), f"{rule}; the reader (start_ts {p['s_w'] + 8}) then reads "
                                   f"{value}; it {said(got)}")
 
 
+WRITTEN, DELETED = ("every cell written", "the primary and a secondary deleted (locks of kind "
+                                            "DELETE, no data)")
+
+
 @exercise.check("every lock prewritten: a reader of the primary commits it at the largest "
-                "min_commit_ts", params=_p("s0", "c0", "s_w"))
+                "min_commit_ts", params=_p("s0", "c0", "s_w"), classes=(WRITTEN, DELETED))
 def _committed_primary(trial, p):
     p = dict(p, mct=sorted(p["mct"], reverse=True))       # the primary's own is the largest
-    w = _crashed(trial, p)
-    _committed_ok(w, _read(w, p["s_r"], "Bob"), p, "Bob")
+    for value_class in trial.each_class():
+        w = _crashed(trial, p, deleted=("Bob", "Joe") if value_class == DELETED else ())
+        kinds = {w.cluster.bigtable.versions(TABLE, row, lock_col("bal"))[0][1].kind
+                 for row in ("Bob", "Joe")}
+        trial.covered(value_class, {frozenset({WriteKind.PUT}): WRITTEN,
+                                    frozenset({WriteKind.DELETE}): DELETED}.get(frozenset(kinds),
+                                                                                "other"))
+        _committed_ok(w, _read(w, p["s_r"], "Bob"), p, "Bob", value_class == DELETED)
 
 
 # -- 2. a secondary missing: rolled back ---------------------------------------------------------
@@ -282,6 +302,17 @@ def _missing_ok(w, got, p, value_class) -> None:
         require(getattr(lock, "client", None) == "X" and data == p["x2"],
                 f"{rule}; X's lock and data on {where}.bal at {p[stamp]} are not yours to touch, "
                 f"and they are gone or changed")
+    if where == "Ann":                          # W's primary was prewritten: both get a record
+        for row, what in (("Ann", "where its prewrite never landed, in the row transaction that "
+                                  "found it missing"),
+                          ("Bob", "its primary, whose lock and data are erased")):
+            record = dict(w.cluster.bigtable.versions(TABLE, row, write_col("bal"))).get(p["s_w"])
+            require(isinstance(record, Write) and record.kind is WriteKind.ROLLBACK
+                    and record.start_ts == p["s_w"],
+                    f"{rule}: a rollback record at W's own start_ts {p['s_w']} on {row}.bal, "
+                    f"{what} (a later prewrite of W there is refused; at another timestamp it "
+                    f"would stand in other transactions' way); {row}.bal's write record at "
+                    f"{p['s_w']}: {record}")
     require(returned(got, p["j0"]), f"{rule}; the reader then reads {p['j0']}; it {said(got)}")
 
 
