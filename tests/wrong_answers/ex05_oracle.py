@@ -396,50 +396,32 @@ INTERLEAVING |= {"overwrites the mark in place and jumps a thousand ranges ahead
 # prefix (a fixed-width record keeps its whole mark in the first half of what it wrote): only the
 # first_timestamp check's persistence rule and the crash check's one-character torn write show
 # these.
+S8, S12, S16, S20 = (" " * n for n in (8, 12, 16, 20))       # the cells' indents
+APPENDS = "appends each new mark to the state file"
 WRONG.update({
-    "allocates each range right after the last, even when first_timestamp jumped past them": '''
-import os
-
-
-class Oracle:
-    def __init__(self, state_path, first_timestamp=1, range_size=1000):
-        self.state_path, self.range_size = state_path, range_size
-        mark = 0
-        if state_path is not None and os.path.exists(state_path):
-            with open(state_path) as f:
-                mark = int(f.read())
-        self.next = max(first_timestamp, mark)
-        self.limit = mark if mark else self.next     # the allocated ranges end at the mark
-
-    def get_timestamp(self):
-        if self.next >= self.limit:                  # allocate the next range, right after the last
-            self.limit += self.range_size
-            if self.state_path is not None:
-                tmp = self.state_path + ".tmp"
-                with open(tmp, "w") as f:
-                    f.write(str(self.limit))
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.state_path)
-        ts, self.next = self.next, self.next + 1
-        return ts
-''',
-    "overwrites a fixed-width record in place (never emptied, so never lost)": '''
-import os
-
-WIDTH = 20                      # a fixed-width record: rewriting it never leaves stale digits
-
-
-class Oracle:
-    def __init__(self, state_path, first_timestamp=1, range_size=1000):
-        self.state_path, self.range_size = state_path, range_size
-        mark = 0
-        if state_path is not None and os.path.exists(state_path):
-            with open(state_path) as f:
-                text = f.read().strip()
-            mark = int(text) if text else 0      # empty: created, nothing served yet
-        self.next = max(first_timestamp, mark)
-        self.limit = self.next
+    "allocates each range right after the last, even when first_timestamp jumped past them":
+        WRONG[REMOVES]
+        .replace(S12 + "os.remove(state_path)                # used up: the next range writes a "
+                 "fresh one\n", "")
+        .replace(S8 + "self.limit = self.next\n",
+                 S8 + "self.limit = mark if mark else self.next     # the allocated ranges end at "
+                 "the mark\n")
+        .replace(S8 + "if self.next >= self.limit:\n" + S12 + "self.limit = self.next + "
+                 "self.range_size\n",
+                 S8 + "if self.next >= self.limit:                  # allocate the next range, "
+                 "right after the last\n" + S12 + "self.limit += self.range_size\n")
+        .replace(S20 + "f.write(str(self.limit))\n",
+                 S20 + "f.write(str(self.limit))\n" + S20 + "f.flush()\n"
+                 + S20 + "os.fsync(f.fileno())\n"),
+    "overwrites a fixed-width record in place (never emptied, so never lost)":
+        WRONG[APPENDS]
+        .replace("import os\n", "import os\n\nWIDTH = 20                      # a fixed-width "
+                 "record: rewriting it never leaves stale digits\n", 1)
+        .replace(S16 + "mark = int(f.read())\n",
+                 S16 + "text = f.read().strip()\n"
+                 + S12 + "mark = int(text) if text else 0      # empty: created, nothing served "
+                 "yet\n")
+        .replace(S8 + "self.limit = self.next\n", S8 + """self.limit = self.next
 
     def _save(self, mark):
         # overwrite the record in place: one write, and the file is never emptied first
@@ -449,14 +431,8 @@ class Oracle:
             f.write(str(mark).ljust(WIDTH))
             f.flush()
             os.fsync(f.fileno())
-
-    def get_timestamp(self):
-        if self.next >= self.limit:
-            self.limit = self.next + self.range_size
-            if self.state_path is not None:
-                self._save(self.limit)
-        ts, self.next = self.next, self.next + 1
-        return ts
-''',
+""")
+        .replace(S16 + 'with open(self.state_path, "a") as f:      # keep a log of the marks\n'
+                 + S20 + 'f.write(f"{self.limit}\\n")\n', S16 + "self._save(self.limit)\n"),
 })
 INTERLEAVING |= {"overwrites a fixed-width record in place (never emptied, so never lost)"}
